@@ -1,0 +1,48 @@
+"""Small timing helpers shared by the benchmarks: best-of-k wall time after warm-up, and a
+markdown table writer. Absolute times on shared machines are noise; report ratios measured in
+the same run."""
+
+from __future__ import annotations
+
+import platform
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import torch
+
+
+def best_time(step: Callable[[], object], repeats: int = 20, warmup: int = 3) -> float:
+    """Best wall time in seconds of ``step()`` over ``repeats`` runs after ``warmup`` runs."""
+    for _ in range(warmup):
+        step()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        step()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A GitHub markdown table."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def machine_line() -> str:
+    """One line naming the software and threads the numbers were measured with."""
+    return (
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
+        f"Python {platform.python_version()}, {platform.machine()}"
+    )
+
+
+def write_report(path: Path, title: str, command: str, body: str) -> None:
+    """Write a markdown report with the command that produced it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        f"# {title}\n\nProduced by `{command}` on {time.strftime('%Y-%m-%d')} "
+        f"({machine_line()}).\n\n{body}\n"
+    )

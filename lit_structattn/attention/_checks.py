@@ -1,0 +1,132 @@
+"""Input checks and dtype handling shared by the attention transforms.
+
+Every transform works on the last dimension; the public wrappers move ``dim`` there, check
+the inputs once, and run the computation in float32 when given half precision (or under
+autocast), because sorting, cumulative sums and log-sum-exp lose too much in 16 bits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+from torch import Tensor
+
+HALF_DTYPES = (torch.float16, torch.bfloat16)
+
+
+def check_scores(scores: Tensor, name: str) -> None:
+    """Raise ``ValueError`` unless ``scores`` is a floating tensor with at least one dimension."""
+    if not isinstance(scores, Tensor) or not scores.is_floating_point():
+        raise ValueError(f"{name}: scores must be a floating-point tensor, got {_describe(scores)}")
+    if scores.dim() == 0:
+        raise ValueError(f"{name}: scores must have at least one dimension, got a scalar")
+
+
+def check_companion(other: Tensor | None, scores: Tensor, what: str, name: str) -> None:
+    """Check that ``upper`` (same floating dtype) or ``mask`` (bool) broadcasts to ``scores``."""
+    if other is None:
+        return
+    if not isinstance(other, Tensor):
+        raise ValueError(f"{name}: {what} must be a tensor, got {_describe(other)}")
+    if what == "mask" and other.dtype != torch.bool:
+        raise ValueError(f"{name}: mask must be a bool tensor (True = valid), got {other.dtype}")
+    if what == "upper" and other.dtype != scores.dtype:
+        raise ValueError(
+            f"{name}: upper has dtype {other.dtype} but scores have {scores.dtype}; they must agree"
+        )
+    try:
+        shape = torch.broadcast_shapes(other.shape, scores.shape)
+    except RuntimeError:
+        shape = None
+    if shape != scores.shape:
+        raise ValueError(
+            f"{name}: {what} of shape {list(other.shape)} does not broadcast to scores of shape "
+            f"{list(scores.shape)}"
+        )
+
+
+def to_last(t: Tensor | None, dim: int, shape: torch.Size) -> Tensor | None:
+    """Broadcast ``t`` to ``shape`` and move ``dim`` to the end (``None`` stays ``None``)."""
+    if t is None:
+        return None
+    return t.expand(shape).movedim(dim, -1)
+
+
+def check_feasible(upper: Tensor, valid: Tensor | None, name: str) -> None:
+    """Raise ``ValueError`` naming the first row whose valid upper bounds sum to less than 1.
+
+    Rows with no valid position at all are allowed: their output is all zeros.
+    ``upper``/``valid``: ``[..., L]`` (the transform dimension last).
+    """
+    bounded = upper if valid is None else upper.masked_fill(~valid, 0)
+    total = bounded.detach().clamp_min(0).sum(-1)
+    nonempty = torch.ones_like(total, dtype=torch.bool) if valid is None else valid.any(-1)
+    tolerance = torch.finfo(upper.dtype).eps ** 0.5
+    bad = nonempty & (total < 1 - tolerance)
+    if bool(bad.any()):
+        row = tuple(int(i) for i in bad.nonzero()[0])
+        raise ValueError(
+            f"{name}: the valid upper bounds of row {row} sum to {float(total[row]):.6g} < 1, so "
+            "no distribution satisfies them (rows are indexed over the dimensions other than dim)"
+        )
+
+
+@contextlib.contextmanager
+def float32_compute(scores: Tensor) -> Iterator[torch.dtype]:
+    """Context in which the caller computes in float32 if ``scores`` is half or autocast is on.
+
+    Yields the dtype the result should be returned in: float32 under autocast (like
+    ``torch.softmax``'s autocast policy), otherwise the dtype of ``scores``.
+    """
+    device = scores.device.type
+    autocasting = torch.is_autocast_enabled(device)
+    out_dtype = torch.float32 if autocasting else scores.dtype
+    if autocasting:
+        with torch.autocast(device_type=device, enabled=False):
+            yield out_dtype
+    else:
+        yield out_dtype
+
+
+def compute_dtype(t: Tensor) -> Tensor:
+    """``t`` in float32 if it is a half type, unchanged otherwise."""
+    return t.float() if t.dtype in HALF_DTYPES else t
+
+
+def run_transform(
+    function: type[torch.autograd.Function],
+    name: str,
+    scores: Tensor,
+    upper: Tensor | None,
+    dim: int,
+    mask: Tensor | None,
+) -> Tensor:
+    """Check the inputs, move ``dim`` last, and apply ``function`` in a safe dtype.
+
+    ``function.apply`` receives ``(z [..., L], valid [..., L] | None)`` for unconstrained
+    transforms, or ``(z, upper [..., L], valid)`` when ``upper`` is given.
+    Returns a tensor of the shape of ``scores``.
+    """
+    check_scores(scores, name)
+    check_companion(upper, scores, "upper", name)
+    check_companion(mask, scores, "mask", name)
+    if not -scores.dim() <= dim < scores.dim():
+        raise ValueError(f"{name}: dim={dim} is out of range for scores of shape {list(scores.shape)}")
+    valid = to_last(mask, dim, scores.shape)
+    with float32_compute(scores) as out_dtype:
+        z = compute_dtype(scores.movedim(dim, -1))
+        if upper is None:
+            out = function.apply(z, valid)
+        else:
+            u = compute_dtype(to_last(upper, dim, scores.shape))
+            check_feasible(u, valid, name)
+            out = function.apply(z, u, valid)
+    return out.to(out_dtype).movedim(-1, dim)
+
+
+def _describe(x: object) -> str:
+    if isinstance(x, Tensor):
+        return f"a tensor of dtype {x.dtype}"
+    return f"an object of type {type(x).__name__}"

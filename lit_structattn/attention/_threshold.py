@@ -1,0 +1,62 @@
+"""Shared machinery of the threshold-based transforms (sparsemax, csoftmax, csparsemax).
+
+Each of them is ``a = g(z - tau)`` for a scalar threshold tau per row that makes the output
+sum to 1. Two exact solvers find tau:
+
+* an *active-set iteration* (Michelot's algorithm for sparsemax, the clamp-the-violators loop
+  of Martins & Kreutzer for csoftmax, a bracketed Newton step on the piecewise-linear mass for
+  csparsemax): a few elementwise passes, no sort, and exact once the active sets stop changing;
+* a *sort-based sweep* over the sorted breakpoints, O(L log L) whatever the input.
+
+:func:`solve_threshold` runs the iteration for at most ``max_iter`` passes and hands the rows
+that have not converged to the sort-based solver, so the cost is bounded and the answer exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+MAX_ITER = 12
+
+Solver = Callable[..., Tensor]
+IterativeSolver = Callable[..., tuple[Tensor, Tensor]]
+
+
+def center(z: Tensor, valid: Tensor | None) -> Tensor:
+    """``z [..., L]`` minus its maximum over the valid positions of each row.
+
+    Every transform here is invariant to this shift; it keeps sums small and the output exact
+    to float precision for scores of any magnitude. Rows with no valid position are unchanged.
+    """
+    top = z if valid is None else z.masked_fill(~valid, -torch.inf)
+    shift = top.amax(-1, keepdim=True)
+    return z - shift.masked_fill(~torch.isfinite(shift), 0)
+
+
+def first_true(condition: Tensor, default: int) -> Tensor:
+    """Index ``[..., 1]`` of the first True along the last dimension, ``default`` if none."""
+    first = condition.to(torch.uint8).argmax(-1, keepdim=True)
+    return first.masked_fill(~condition.any(-1, keepdim=True), default)
+
+
+def solve_threshold(
+    iterative: IterativeSolver,
+    by_sorting: Solver,
+    *rows: Tensor | None,
+    max_iter: int | None = None,
+) -> Tensor:
+    """tau ``[..., 1]`` for the row tensors ``rows`` (each ``[..., L]``, or None).
+
+    ``iterative(*rows, max_iter=...)`` returns ``(tau [..., 1], converged [..., 1])``;
+    ``by_sorting(*rows)`` returns tau for any rows. Rows not converged after ``max_iter``
+    passes (default :data:`MAX_ITER`) are solved again by sorting.
+    """
+    tau, converged = iterative(*rows, max_iter=MAX_ITER if max_iter is None else max_iter)
+    pending = ~converged.squeeze(-1)
+    if bool(pending.any()):
+        tau = tau.clone()
+        tau[pending] = by_sorting(*(None if r is None else r[pending] for r in rows))
+    return tau

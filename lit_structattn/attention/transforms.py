@@ -1,0 +1,77 @@
+"""The attention transforms by name, behind one signature.
+
+Every entry is called as ``transform(scores, upper=None, dim=-1, mask=None)`` and returns
+weights of the shape of ``scores``; masked positions get exactly 0. ``softmax``, ``sparsemax``
+and ``csoftmax``/``csparsemax`` return distributions; ``sigmoid`` returns independent
+selection probabilities in (0, 1) (Kim et al.'s sigmoid baseline).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from .csoftmax import csoftmax
+from .csparsemax import csparsemax
+from .sparsemax import sparsemax
+
+
+def masked_softmax(scores: Tensor, dim: int = -1, mask: Tensor | None = None) -> Tensor:
+    """Softmax along ``dim`` with masked positions (bool ``mask``, True = valid) set to exactly 0;
+    a slice with no valid position is all zeros (never NaN)."""
+    if mask is None:
+        return torch.softmax(scores, dim=dim)
+    low = torch.finfo(scores.dtype).min
+    return torch.softmax(scores.masked_fill(~mask, low), dim=dim) * mask
+
+
+def masked_sigmoid(scores: Tensor, dim: int = -1, mask: Tensor | None = None) -> Tensor:
+    """Elementwise sigmoid with masked positions set to exactly 0 (``dim`` is unused)."""
+    weights = torch.sigmoid(scores)
+    return weights if mask is None else weights * mask
+
+
+@dataclass(frozen=True)
+class Transform:
+    """A named transform; ``constrained`` ones need upper bounds."""
+
+    name: str
+    function: Callable[..., Tensor]
+    constrained: bool
+
+    def __call__(
+        self, scores: Tensor, upper: Tensor | None = None, dim: int = -1, mask: Tensor | None = None
+    ) -> Tensor:
+        if self.constrained:
+            if upper is None:
+                raise ValueError(f"the {self.name} transform needs upper bounds (upper=...)")
+            return self.function(scores, upper, dim=dim, mask=mask)
+        if upper is not None:
+            raise ValueError(f"the {self.name} transform takes no upper bounds; use csoftmax "
+                             "or csparsemax for constrained attention")
+        return self.function(scores, dim=dim, mask=mask)
+
+
+TRANSFORMS: dict[str, Transform] = {
+    t.name: t
+    for t in (
+        Transform("softmax", masked_softmax, constrained=False),
+        Transform("sparsemax", sparsemax, constrained=False),
+        Transform("csoftmax", csoftmax, constrained=True),
+        Transform("csparsemax", csparsemax, constrained=True),
+        Transform("sigmoid", masked_sigmoid, constrained=False),
+    )
+}
+
+
+def get_transform(name: str) -> Transform:
+    """The transform called ``name``; ``ValueError`` listing the valid names otherwise."""
+    try:
+        return TRANSFORMS[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown attention transform {name!r}; valid: {', '.join(sorted(TRANSFORMS))}"
+        ) from None
