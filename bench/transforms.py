@@ -64,8 +64,8 @@ def run(repeats: int) -> list[dict[str, float]]:
             "torch.softmax": lambda z: torch.softmax(z, -1),
             "entmax.sparsemax": lambda z: entmax.sparsemax(z, -1),
             "sparsemax": lambda z: sparsemax(z),
-            "csoftmax": lambda z: csoftmax(z, upper),
-            "csparsemax": lambda z: csparsemax(z, upper),
+            "csoftmax": lambda z, u=upper: csoftmax(z, u),
+            "csparsemax": lambda z, u=upper: csparsemax(z, u),
         }
         torch.testing.assert_close(sparsemax(scores), entmax.sparsemax(scores, -1))
         times = {

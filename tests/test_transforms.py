@@ -78,9 +78,9 @@ def test_solution_is_optimal_for_a_generic_solver(name):
         objective = _objective("csoftmax" if name == "csoftmax" else "sq", z)
         solved = minimize(
             objective,
-            np.minimum(u, 1 / length) / np.minimum(u, 1 / length).sum() * 0 + u / u.sum(),
+            u / u.sum(),
             method="SLSQP",
-            bounds=list(zip(np.zeros(length), u)),
+            bounds=list(zip(np.zeros(length), u, strict=True)),
             constraints=[{"type": "eq", "fun": lambda a: a.sum() - 1}],
             options={"ftol": 1e-12, "maxiter": 500},
         )
@@ -129,7 +129,7 @@ def test_masked_positions_get_zero_gradient(name):
     transform = get_transform(name)
     z = torch.randn(4, 6, dtype=torch.float64, requires_grad=True)
     u = torch.full((4, 6), 0.6, dtype=torch.float64, requires_grad=True)
-    mask = torch.tensor([[1, 1, 1, 0, 0, 0], [1] * 6, [1, 1, 0, 0, 1, 1], [0] * 6], dtype=torch.bool)
+    mask = torch.tensor([[1, 1, 1, 0, 0, 0], [1] * 6, [1, 1, 0, 0, 1, 1], [0] * 6]).bool()
     out = transform(z, upper=u if transform.constrained else None, mask=mask)
     assert (out[~mask] == 0).all()
     assert (out[3] == 0).all()  # no valid position: all zeros

@@ -113,7 +113,9 @@ def run_transform(
     check_companion(upper, scores, "upper", name)
     check_companion(mask, scores, "mask", name)
     if not -scores.dim() <= dim < scores.dim():
-        raise ValueError(f"{name}: dim={dim} is out of range for scores of shape {list(scores.shape)}")
+        raise ValueError(
+            f"{name}: dim={dim} is out of range for scores of shape {list(scores.shape)}"
+        )
     valid = to_last(mask, dim, scores.shape)
     with float32_compute(scores) as out_dtype:
         z = compute_dtype(scores.movedim(dim, -1))

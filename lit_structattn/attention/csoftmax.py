@@ -62,7 +62,8 @@ def csoftmax_threshold(z: Tensor, u: Tensor) -> Tensor:
     """The log-threshold tau with ``sum_i min(u_i, exp(z_i - tau)) = 1``, by sorting.
 
     Args:
-        z: ``[..., L]`` finite scores; u: ``[..., L]`` upper bounds ``>= 0`` (0 at masked positions).
+        z: ``[..., L]`` finite centered scores;
+        u: ``[..., L]`` upper bounds ``>= 0`` (0 at masked positions).
     Returns:
         ``[..., 1]`` tau.
     """

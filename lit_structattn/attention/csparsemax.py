@@ -4,9 +4,9 @@
 ``a_j = max(0, min(u_j, z_j - tau))``. The mass ``f(tau) = sum_j clip(z_j - tau, 0, u_j)`` is
 piecewise linear and decreasing in tau with two breakpoints per coordinate: ``z_j`` (where it
 leaves 0) and ``z_j - u_j`` (where it reaches its bound). Given the free and clamped sets, tau
-follows in closed form. The sets are found by Michelot steps that clamp violators as they go,
-or, for rows where that takes more than a few passes, by sorting the 2L breakpoints once and sweeping them with
-cumulative sums: tau lies in the first segment where f reaches 1.
+follows in closed form. The sets are found by variable fixing (Bitran & Hax; Kiwiel 2008), or,
+for rows where that takes more than a few passes, by sorting the 2L breakpoints once and
+sweeping them with cumulative sums: tau lies in the first segment where f reaches 1.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from torch.autograd.function import once_differentiable
 
 from ._checks import run_transform
 from ._threshold import center, first_true, solve_threshold
-
 
 LOWER_BOUND_CANDIDATES = (-1.0, -2.0, -4.0, -8.0, -16.0)
 

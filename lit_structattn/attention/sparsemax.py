@@ -95,6 +95,7 @@ def sparsemax(scores: Tensor, dim: int = -1, mask: Tensor | None = None) -> Tens
     Returns:
         ``p`` of the shape of ``scores``, ``p >= 0``, summing to 1 along ``dim``.
     Raises:
-        ValueError: non-floating ``scores``, a non-bool or non-broadcastable ``mask``, a bad ``dim``.
+        ValueError: non-floating ``scores``, a non-bool or non-broadcastable ``mask``, or a
+            bad ``dim``.
     """
     return run_transform(SparsemaxFunction, "sparsemax", scores, None, dim, mask)

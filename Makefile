@@ -1,0 +1,33 @@
+# Every target installs what it needs first. On a machine without torch, the pinned CPU build is
+# installed (any other version would pull a multi-GB CUDA build); an existing torch is kept.
+PYTHON ?= python
+TORCH_CPU ?= 2.13.0
+STAMP := .make/installed
+export HF_HUB_OFFLINE = 1
+export HF_DATASETS_OFFLINE = 1
+
+.PHONY: install demo test bench lint clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -c "import torch" 2>/dev/null || $(PYTHON) -m pip install "torch==$(TORCH_CPU)"
+	$(PYTHON) -m pip install -e ".[dev,bench]"
+	mkdir -p $(dir $@) && touch $@
+
+install: $(STAMP)
+
+demo: install  ## the main job: a short real experiment on embedded data
+	$(PYTHON) -m lit_structattn.cli fit --config configs/demo/needle.yaml
+	$(PYTHON) -m lit_structattn.cli test --config configs/demo/needle.yaml --ckpt_path runs/needle/checkpoints/best.ckpt
+	@echo "TensorBoard logs: runs/needle/tensorboard (tensorboard --logdir runs/needle)"
+
+test: install  ## the test suite
+	$(PYTHON) -m pytest
+
+bench: install  ## speed against the peers; writes reports/bench_*.md
+	$(PYTHON) -m bench.transforms
+
+lint: install
+	ruff check .
+
+clean:
+	rm -rf .make runs

@@ -1,0 +1,31 @@
+"""The ``structattn`` command: LightningCLI over every task and DataModule of the project.
+
+    structattn fit --config configs/demo/needle.yaml
+    structattn test --config configs/demo/needle.yaml --ckpt_path last
+    structattn fit --print_config --config configs/demo/needle.yaml
+
+Models and data are chosen in the config by ``class_path`` (e.g.
+``lit_structattn.tasks.SequenceClassifier`` and ``datamodules.NeedleDataModule``).
+"""
+
+from __future__ import annotations
+
+import lightning as L
+from lightning.pytorch.cli import LightningCLI
+
+
+def main(args: list[str] | None = None) -> None:
+    """Entry point of ``structattn fit|validate|test|predict``."""
+    LightningCLI(
+        L.LightningModule,
+        L.LightningDataModule,
+        subclass_mode_model=True,
+        subclass_mode_data=True,
+        seed_everything_default=0,
+        save_config_kwargs={"overwrite": True},
+        args=args,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""Sequence classification with attention pooling (the plumbing demo of the CLI)."""
+
+from __future__ import annotations
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+from torchmetrics.classification import MulticlassAccuracy
+
+from ..models.pooling import AttentionPoolingClassifier
+
+
+class SequenceClassifier(L.LightningModule):
+    """Trains :class:`~lit_structattn.models.pooling.AttentionPoolingClassifier`.
+
+    Batches: ``tokens [B, T]``, ``lengths [B]``, ``labels [B]``. Logs ``train/loss``,
+    ``val/loss``, ``val/acc``, ``test/acc`` (accuracy synced across processes by torchmetrics).
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        num_classes: int,
+        embed_dim: int = 32,
+        hidden_dim: int = 32,
+        score: str = "general",
+        transform: str = "softmax",
+        lr: float = 1e-2,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.model = AttentionPoolingClassifier(
+            vocab_size, num_classes, embed_dim, hidden_dim, score=score, transform=transform
+        )
+        self.accuracy = torch.nn.ModuleDict(
+            {split: MulticlassAccuracy(num_classes, average="micro") for split in ("val", "test")}
+        )
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(logits [B, C], attention [B, T])``."""
+        return self.model(batch["tokens"], batch["lengths"])
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        logits, _ = self(batch)
+        loss = F.cross_entropy(logits, batch["labels"])
+        self.log("train/loss", loss, prog_bar=True, batch_size=len(logits))
+        return loss
+
+    def _evaluate(self, batch: dict[str, torch.Tensor], split: str) -> None:
+        logits, _ = self(batch)
+        metric = self.accuracy[split]
+        metric(logits, batch["labels"])
+        self.log(f"{split}/acc", metric, prog_bar=True, batch_size=len(logits))
+        if split == "val":
+            loss = F.cross_entropy(logits, batch["labels"])
+            self.log("val/loss", loss, sync_dist=True, batch_size=len(logits))
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        self._evaluate(batch, "val")
+
+    def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        self._evaluate(batch, "test")
+
+    def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> dict:
+        logits, attention = self(batch)
+        return {"prediction": logits.argmax(-1), "attention": attention}
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
