@@ -25,6 +25,7 @@ test: install  ## the test suite
 
 bench: install  ## speed against the peers; writes reports/bench_*.md
 	$(PYTHON) -m bench.transforms
+	$(PYTHON) -m bench.structured
 
 lint: install
 	ruff check .

@@ -3,6 +3,7 @@
     structattn fit --config configs/demo/needle.yaml
     structattn test --config configs/demo/needle.yaml --ckpt_path last
     structattn fit --print_config --config configs/demo/needle.yaml
+    structattn reproduce tree_transduction --budget cpu --seeds 3
 
 Models and data are chosen in the config by ``class_path`` (e.g.
 ``lit_structattn.tasks.SequenceClassifier`` and ``datamodules.NeedleDataModule``).
@@ -10,13 +11,15 @@ Models and data are chosen in the config by ``class_path`` (e.g.
 
 from __future__ import annotations
 
+import sys
+
 import lightning as L
 from lightning.pytorch.cli import LightningCLI
 
 
-def main(args: list[str] | None = None) -> None:
-    """Entry point of ``structattn fit|validate|test|predict``."""
-    LightningCLI(
+def build_cli(args: list[str] | None = None, run: bool = True) -> LightningCLI:
+    """The project's LightningCLI: any LightningModule and DataModule chosen by ``class_path``."""
+    return LightningCLI(
         L.LightningModule,
         L.LightningDataModule,
         subclass_mode_model=True,
@@ -24,7 +27,19 @@ def main(args: list[str] | None = None) -> None:
         seed_everything_default=0,
         save_config_kwargs={"overwrite": True},
         args=args,
+        run=run,
     )
+
+
+def main(args: list[str] | None = None) -> None:
+    """Entry point of ``structattn fit|validate|test|predict|reproduce``."""
+    args = sys.argv[1:] if args is None else args
+    if args and args[0] == "reproduce":
+        from .reproduce import main as reproduce
+
+        reproduce(args[1:])
+        return
+    build_cli(args)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ import torch
 from torch import Tensor, nn
 
 from ..attention import Attention
-from .encoders import BiLSTMEncoder, lengths_to_mask
+from ..encoders import BiLSTMEncoder, lengths_to_mask
 
 
 class AttentionPoolingClassifier(nn.Module):

@@ -1,5 +1,6 @@
 """LightningModules: losses, metrics, optimizers and logging around the plain models."""
 
 from .classification import SequenceClassifier
+from .seq2seq import Seq2SeqTask
 
-__all__ = ["SequenceClassifier"]
+__all__ = ["SequenceClassifier", "Seq2SeqTask"]

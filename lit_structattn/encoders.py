@@ -1,4 +1,4 @@
-"""Sequence encoders shared by the models."""
+"""Sequence encoders and masks shared by the structured layers and the models (imports only torch)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,78 @@
+"""Length-bucketed batching that stays DDP-aware.
+
+:class:`BucketBatchSampler` is a ``BatchSampler`` over any index sampler: it takes
+``bucket_batches`` batches' worth of indices from the sampler, sorts them by length, cuts them
+into batches and yields those in random order. Under DDP, Lightning re-creates it around a
+``DistributedSampler`` (it subclasses ``BatchSampler`` and takes the sampler as its first
+argument), so each process buckets its own shard and all processes see the same number of
+batches.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+
+from torch.utils.data import BatchSampler, Sampler
+
+
+class BucketBatchSampler(BatchSampler):
+    """Batches of indices of similar length.
+
+    Args:
+        sampler: yields dataset indices (a ``RandomSampler``, ``SequentialSampler`` or, under
+            DDP, the ``DistributedSampler`` Lightning puts in its place).
+        batch_size, drop_last: as for ``BatchSampler``.
+        lengths: the length of every dataset item (indexable by the sampler's indices).
+        bucket_batches: how many batches are sorted together (1 = no bucketing).
+        shuffle: yield the batches of a bucket in random order (reseeded by :meth:`set_epoch`).
+        seed: base seed of that order.
+    """
+
+    def __init__(
+        self,
+        sampler: Sampler[int] | Sequence[int],
+        batch_size: int,
+        drop_last: bool,
+        lengths: Sequence[int] = (),
+        bucket_batches: int = 50,
+        shuffle: bool = True,
+        seed: int = 0,
+    ) -> None:
+        super().__init__(sampler, batch_size, drop_last)
+        if bucket_batches < 1:
+            raise ValueError(f"bucket_batches must be >= 1, got {bucket_batches}")
+        self.lengths = lengths
+        self.bucket_batches = bucket_batches
+        self.shuffle = shuffle
+        self.seed = seed
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Change the batch order of the next pass (Lightning calls it every epoch)."""
+        self.epoch = epoch
+        if hasattr(self.sampler, "set_epoch"):
+            self.sampler.set_epoch(epoch)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        rng = random.Random(self.seed + self.epoch)
+        bucket: list[int] = []
+        for index in self.sampler:
+            bucket.append(index)
+            if len(bucket) == self.batch_size * self.bucket_batches:
+                yield from self._batches(bucket, rng)
+                bucket = []
+        if bucket:
+            yield from self._batches(bucket, rng)
+
+    def _batches(self, bucket: list[int], rng: random.Random) -> Iterator[list[int]]:
+        ordered = sorted(bucket, key=lambda i: self.lengths[i])
+        batches = [ordered[i : i + self.batch_size] for i in range(0, len(ordered), self.batch_size)]
+        if self.drop_last and len(batches[-1]) < self.batch_size:
+            batches.pop()
+        if self.shuffle:
+            rng.shuffle(batches)
+        yield from batches
+
+    def __len__(self) -> int:
+        return super().__len__()

@@ -1,0 +1,122 @@
+"""Runs a table's rows over seeds through LightningCLI, in process, one run after another.
+
+Each finished run writes ``runs/reproduce/<table>/<budget>/<row>/seed<k>/result.json``; a run
+whose result exists is not repeated, so an interrupted reproduction resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from .tables import BUDGETS, TABLES, Row, Table
+
+REPORTS = Path(__file__).resolve().parents[2] / "reports"
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in text.lower()).strip("_")
+
+
+def run_one(table: Table, row: Row, budget: str, seed: int, root: Path) -> dict:
+    """Fit and test one row with one seed; returns the test metrics and the wall time."""
+    from ..cli import build_cli  # Lightning is imported only when something runs
+
+    out = root / table.name / budget / _slug(row.name) / f"seed{seed}"
+    result_file = out / "result.json"
+    if result_file.exists():
+        return json.loads(result_file.read_text())
+    args = [
+        "--config", str(row.config), *row.overrides, *table.budgets[budget][0],
+        "--seed_everything", str(seed),
+        "--trainer.default_root_dir", str(out),
+        "--trainer.logger", "false",
+        "--trainer.enable_progress_bar", "false",
+    ]
+    start = time.perf_counter()
+    cli = build_cli(args, run=False)
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    tested = cli.trainer.test(cli.model, datamodule=cli.datamodule, ckpt_path="best", verbose=False)
+    result = {
+        "metrics": {k: float(v) for k, v in tested[0].items()},
+        "wall_seconds": time.perf_counter() - start,
+        "epochs": cli.trainer.current_epoch,
+        "args": args,
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    result_file.write_text(json.dumps(result, indent=2))
+    return result
+
+
+def _cell(values: list[float]) -> str:
+    if not values:
+        return "—"
+    mean = statistics.mean(values)
+    spread = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{100 * mean:.1f} ± {100 * spread:.1f}"
+
+
+def render(table: Table, budget: str, seeds: int, results: dict[str, list[dict]]) -> str:
+    """The markdown report: ours (mean ± std over seeds) beside the paper, per metric."""
+    header = ["model", *[label for _, label in table.metrics], "wall time / run"]
+    lines = [
+        f"# {table.title}", "",
+        f"Produced by `structattn reproduce {table.name} --budget {budget} --seeds {seeds}` on "
+        f"{time.strftime('%Y-%m-%d')} ({torch.get_num_threads()} threads, torch "
+        f"{torch.__version__}).", "",
+        f"**Budget `{budget}`:** {table.budgets[budget][1]}. **Seeds:** 0..{seeds - 1}.", "",
+        f"**Data:** {table.note}", "",
+        "Cells: ours, mean ± standard deviation over seeds (in %), then the paper's number.", "",
+        "| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+    ]
+    for row in table.rows:
+        runs = results[row.name]
+        cells = []
+        for key, _ in table.metrics:
+            ours = _cell([r["metrics"][key] for r in runs if key in r["metrics"]])
+            paper = row.paper.get(key)
+            cells.append(ours if paper is None else f"{ours} (paper {paper:.1f})")
+        wall = statistics.mean(r["wall_seconds"] for r in runs) / 60
+        lines.append(f"| {row.name} | " + " | ".join(cells) + f" | {wall:.1f} min |")
+    return "\n".join(lines) + "\n"
+
+
+def run_table(
+    name: str, budget: str, seeds: int, rows: list[str] | None = None,
+    root: Path = Path("runs/reproduce"), report: Path | None = None,
+) -> Path:
+    """Run (or resume) every selected row and seed of table ``name``; write the report."""
+    if name not in TABLES:
+        raise ValueError(f"unknown table {name!r}; valid: {', '.join(sorted(TABLES))}")
+    if budget not in BUDGETS:
+        raise ValueError(f"unknown budget {budget!r}; valid: {', '.join(BUDGETS)}")
+    table = TABLES[name]
+    chosen = [r for r in table.rows if rows is None or r.name in rows]
+    results = {
+        row.name: [run_one(table, row, budget, seed, root) for seed in range(seeds)]
+        for row in chosen
+    }
+    shown = Table(table.name, table.title, tuple(chosen), table.metrics, table.budgets, table.note)
+    path = report or REPORTS / f"{name}.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render(shown, budget, seeds, results))
+    return path
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="structattn reproduce", description=__doc__)
+    parser.add_argument("table", choices=sorted(TABLES))
+    parser.add_argument("--budget", choices=BUDGETS, default="cpu")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--rows", nargs="*", help="row names to run (default: all)")
+    parser.add_argument("--root", type=Path, default=Path("runs/reproduce"))
+    parser.add_argument("--report", type=Path, help="where to write the markdown report")
+    args = parser.parse_args(argv)
+    path = run_table(args.table, args.budget, args.seeds, args.rows, args.root, args.report)
+    print(path.read_text())
+    print(f"report written to {path}")

@@ -1,0 +1,96 @@
+"""Helpers shared by the structured distributions: input checks, the max reduction, and the
+local autograd set-up used to compute marginals and argmaxes as gradients.
+
+Both distributions compute a log-partition by dynamic programming; the gradient of the result
+w.r.t. the scores is the marginals. The same program with ``max`` in place of log-sum-exp gives
+the best score, and because ``max`` over a dimension routes the whole gradient to a single index
+(never splitting ties), its gradient is the 0/1 indicator of one best structure.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def max_reduce(x: Tensor, dim: int) -> Tensor:
+    """Max over ``dim``; the gradient goes to exactly one index (the first maximum)."""
+    return x.max(dim).values
+
+
+def very_negative(dtype: torch.dtype) -> float:
+    """A finite stand-in for log(0): far below any score, yet twice it does not overflow."""
+    return torch.finfo(dtype).min / 64
+
+
+def check_scores(scores: object, name: str, owner: str, rank: int) -> Tensor:
+    """Raise ``ValueError`` unless ``scores`` is a non-empty floating tensor of rank ``rank``."""
+    if not isinstance(scores, Tensor) or not scores.is_floating_point():
+        raise ValueError(f"{owner}: {name} must be a floating-point tensor, got {describe(scores)}")
+    if scores.dim() != rank:
+        raise ValueError(
+            f"{owner}: {name} must have {rank} dimensions, got shape {list(scores.shape)}"
+        )
+    if scores.numel() == 0:
+        raise ValueError(f"{owner}: {name} must not be empty, got shape {list(scores.shape)}")
+    return scores
+
+
+def check_lengths(
+    lengths: object, batch: int, maximum: int, owner: str, device: torch.device
+) -> Tensor:
+    """Return ``lengths`` as a long tensor ``[B]`` (all ``maximum`` when None), checking that
+    every entry lies in ``[1, maximum]``."""
+    if lengths is None:
+        return torch.full((batch,), maximum, dtype=torch.long, device=device)
+    if not isinstance(lengths, Tensor) or lengths.is_floating_point() or lengths.is_complex() \
+            or lengths.dtype == torch.bool:
+        raise ValueError(f"{owner}: lengths must be an integer tensor, got {describe(lengths)}")
+    if lengths.shape != (batch,):
+        raise ValueError(
+            f"{owner}: lengths must have shape [{batch}] (one per batch element), got "
+            f"{list(lengths.shape)}"
+        )
+    lengths = lengths.to(device=device, dtype=torch.long)
+    bad = (lengths < 1) | (lengths > maximum)
+    if bad.any():
+        index = int(bad.nonzero()[0, 0])
+        raise ValueError(
+            f"{owner}: lengths must lie in [1, {maximum}], got {int(lengths[index])} at "
+            f"batch index {index}"
+        )
+    return lengths
+
+
+def check_indices(
+    values: object, shape: tuple[int, ...], name: str, owner: str, device: torch.device
+) -> Tensor:
+    """Return ``values`` as a long tensor after checking it is an integer tensor of ``shape``."""
+    if not isinstance(values, Tensor) or values.is_floating_point() or values.is_complex() \
+            or values.dtype == torch.bool:
+        raise ValueError(f"{owner}: {name} must be an integer tensor, got {describe(values)}")
+    if values.shape != shape:
+        raise ValueError(
+            f"{owner}: {name} must have shape {list(shape)}, got {list(values.shape)}"
+        )
+    return values.to(device=device, dtype=torch.long)
+
+
+def tracks_grad(*tensors: Tensor) -> bool:
+    """Whether results computed now from ``tensors`` should carry an autograd graph."""
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
+def as_grad_input(tensor: Tensor, track: bool) -> Tensor:
+    """``tensor`` itself when its graph is to be kept, else a detached copy requiring grad, so
+    that ``torch.autograd.grad`` can differentiate w.r.t. it in any case."""
+    if track and tensor.requires_grad:
+        return tensor
+    return tensor.detach().requires_grad_()
+
+
+def describe(value: object) -> str:
+    """A short description of a value for error messages."""
+    if isinstance(value, Tensor):
+        return f"a {value.dtype} tensor of shape {list(value.shape)}"
+    return f"{type(value).__name__}"

@@ -1,0 +1,62 @@
+"""Chain attention over memory slots (Kim et al. 2017, §4.3 and A.4).
+
+K attention steps over n memory slots (facts) form a linear-chain CRF whose "labels" are the
+slots: unary potentials per step, optional pairwise potentials between consecutive steps, and an
+option that forbids selecting the same slot twice in a row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from .linear_chain import LinearChainCRF
+
+FORBIDDEN = -1e9  # log-potential of a forbidden transition or a padded slot (exp underflows to 0)
+
+
+@dataclass
+class ChainAttentionOutput:
+    """``marginals [B, K, n]`` (p(z_k = i)), ``edge_marginals [B, K-1, n, n]``
+    (p(z_k = i, z_{k+1} = j)) and ``argmax [B, K]`` (the most likely slot sequence)."""
+
+    marginals: Tensor
+    edge_marginals: Tensor
+    argmax: Tensor
+
+
+class ChainAttention(nn.Module):
+    """The CRF over K steps x n slots; potentials come from the model.
+
+    Args:
+        forbid_repeat: put -inf (a very large negative log-potential) on selecting the same slot
+            at steps k and k+1, as the paper's binary CRF does.
+    """
+
+    def __init__(self, forbid_repeat: bool = True) -> None:
+        super().__init__()
+        self.forbid_repeat = forbid_repeat
+
+    def forward(
+        self, unary: Tensor, pairwise: Tensor | None = None, mask: Tensor | None = None
+    ) -> ChainAttentionOutput:
+        """Marginals of the chain.
+
+        Args:
+            unary: ``[B, K, n]`` log-potentials of selecting slot i at step k.
+            pairwise: ``[B, K-1, n, n]`` log-potentials of slot i at step k then slot j at step
+                k+1, or None (a unary CRF: steps independent but for ``forbid_repeat``).
+            mask: ``[B, n]`` bool, True = real slot; padded slots are never selected.
+        """
+        batch, steps, slots = unary.shape
+        if mask is not None:
+            unary = unary.masked_fill(~mask[:, None, :], FORBIDDEN)
+        if pairwise is None:
+            pairwise = unary.new_zeros(slots, slots)
+        if self.forbid_repeat:
+            eye = torch.eye(slots, dtype=torch.bool, device=unary.device)
+            pairwise = pairwise.masked_fill(eye, FORBIDDEN)
+        crf = LinearChainCRF(unary, pairwise)
+        return ChainAttentionOutput(crf.marginals, crf.edge_marginals, crf.argmax)

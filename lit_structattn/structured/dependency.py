@@ -1,0 +1,241 @@
+"""Projective first-order dependency CRF (Eisner 1996): log-partition, arc marginals, argmax.
+
+The inside pass of Eisner's algorithm (Kim et al. 2017, appendix B) runs one Python step per span
+width; each step is a handful of batched tensor ops over the batch and all spans of that width.
+Arc marginals are the gradient of the log-partition (``create_graph=True``, so they are
+differentiable), which replaces the explicit outside pass; the argmax tree is the gradient of the
+same program in the max semiring.
+
+Chart layout. With ``CR[s, t]`` / ``CL[s, t]`` the complete spans headed at ``s`` / ``t`` and
+``IR`` / ``IL`` the incomplete ones (an arc ``s -> t`` / ``t -> s`` just added), width ``k`` needs
+
+    S[s, t]  = (+)_{u in [s, t)}    CR[s, u] (x) CL[u+1, t]          IR = S (x) arc[s, t]
+    CR[s, t] = (+)_{u in (s, t]}    IR[s, u] (x) CR[u, t]            IL = S (x) arc[t, s]
+    CL[s, t] = (+)_{u in [s, t)}    CL[s, u] (x) IL[u, t]
+
+Every term pairs a span *starting* at ``s`` with a span *ending* at ``t``. We keep the needed
+left parts in a tensor indexed ``[start, width]`` (``X``) and the right parts in one indexed
+``[end, width]`` with widths in decreasing order (``Y``), so that for all spans of width ``k`` at
+once the terms are ``X[:, :n] + Y[:, 1:]`` (``n`` spans), reduced over the last dimension. The
+three sums are stacked as channels of ``X`` and ``Y``; the terms that involve a width-``k``
+incomplete span (``u = t`` in CR, ``u = s`` in CL) and the last term of ``S`` (``u = t - 1``) are
+added separately, so each step appends one column to ``X`` and prepends one to ``Y``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+
+import torch
+from torch import Tensor
+
+from ._common import (
+    as_grad_input,
+    check_indices,
+    check_lengths,
+    check_scores,
+    max_reduce,
+    tracks_grad,
+    very_negative,
+)
+
+__all__ = ["DependencyCRF"]
+
+
+@dataclass(frozen=True)
+class Semiring:
+    """The two operations the inside pass needs: ``reduce(x, dim)`` sums over a dimension and
+    ``add2(a, b)`` sums two tensors."""
+
+    reduce: Callable[[Tensor, int], Tensor]
+    add2: Callable[[Tensor, Tensor], Tensor]
+
+
+def _logaddexp(a: Tensor, b: Tensor) -> Tensor:
+    # Not torch.logaddexp: its double backward is NaN once |a - b| exceeds the exp range.
+    return torch.logsumexp(torch.stack([a, b]), 0)
+
+
+def _max_add2(a: Tensor, b: Tensor) -> Tensor:
+    # Not torch.maximum: its gradient splits ties in half, which would mix two trees.
+    return max_reduce(torch.stack([a, b]), 0)
+
+
+# torch.logsumexp (one fused op) measured faster here than a clamped log-sum-exp: the chart
+# holds no padding with ~-inf entries, so exp rarely underflows.
+LOG = Semiring(torch.logsumexp, _logaddexp)
+MAX = Semiring(max_reduce, _max_add2)
+
+
+class DependencyCRF:
+    """A batch of distributions over projective dependency trees (first-order, arc-factored).
+
+    Position 0 is the root symbol and positions ``1..N_b`` the words of sentence ``b``; a tree
+    gives every word exactly one head, is acyclic, reaches every word from the root, and has no
+    crossing arcs. ``score(tree) = sum_m arc_scores[b, head(m), m]`` and
+    ``p(tree) = exp(score(tree) - log_partition)``.
+
+    Args:
+        arc_scores: ``[B, N+1, N+1]``; ``arc_scores[b, h, m]`` scores the arc head ``h`` ->
+            modifier ``m``. Entries that are not arcs (the diagonal, column 0, rows and columns
+            beyond ``N_b``) are ignored whatever finite value they hold.
+        lengths: ``[B]`` integer number of words ``N_b`` in ``[1, N]`` (without the root);
+            ``None`` means all ``N``.
+        multiroot: if True the root may have several children; if False exactly one word is
+            attached to the root.
+
+    Results are computed on first access and cached; they are differentiable w.r.t.
+    ``arc_scores`` when it requires grad and grad mode is on at that time (marginals via
+    ``create_graph=True``), and plain tensors otherwise, also under ``torch.no_grad()``.
+
+    Raises:
+        ValueError: wrong rank or shape, non-floating dtype, lengths outside ``[1, N]``.
+    """
+
+    def __init__(
+        self, arc_scores: Tensor, lengths: Tensor | None = None, multiroot: bool = True
+    ) -> None:
+        owner = "DependencyCRF"
+        check_scores(arc_scores, "arc_scores", owner, rank=3)
+        batch, size, other = arc_scores.shape
+        if size != other or size < 2:
+            raise ValueError(
+                f"{owner}: arc_scores must have shape [B, N+1, N+1] with N >= 1, got "
+                f"{list(arc_scores.shape)}"
+            )
+        self.arc_scores = arc_scores
+        self.lengths = check_lengths(lengths, batch, size - 1, owner, arc_scores.device)
+        self.multiroot = bool(multiroot)
+        self.batch_size, self.num_words = batch, size - 1
+
+    @cached_property
+    def log_partition(self) -> Tensor:
+        """``[B]`` log of the sum of ``exp(score(tree))`` over all trees of each sentence."""
+        if "_inference" in self.__dict__:
+            return self._inference[0]
+        return self._log_partition_of(self.arc_scores, LOG)
+
+    @property
+    def marginals(self) -> Tensor:
+        """``[B, N+1, N+1]`` arc probabilities ``P(head(m) = h)`` at ``[b, h, m]``.
+
+        Column ``m`` sums to 1 for the words ``m = 1..N_b``; non-arc entries are exactly 0.
+        """
+        return self._inference[1]
+
+    @cached_property
+    def argmax(self) -> Tensor:
+        """``[B, N+1]`` long: head of each word in the highest-scoring tree, 0 in the root slot
+        and at padding. Always one valid projective tree (single-rooted if ``multiroot`` is
+        False); ties are broken deterministically."""
+        with torch.enable_grad():
+            arcs = self.arc_scores.detach().requires_grad_()
+            (tree,) = torch.autograd.grad(self._log_partition_of(arcs, MAX).sum(), arcs)
+        return tree.argmax(1)
+
+    def log_prob(self, heads: Tensor) -> Tensor:
+        """``[B]`` log-probability of the trees given as head indices ``heads [B, N+1]``.
+
+        Entries at the root slot and beyond ``N_b`` are ignored; the others must lie in
+        ``[0, N_b]`` and differ from their own position. The heads are assumed to form a tree
+        of this distribution's kind (projective; single-rooted if ``multiroot`` is False) -- this
+        is not checked, and for other head vectors the result is not a log-probability.
+        Differentiable w.r.t. ``arc_scores`` like ``log_partition``.
+        """
+        owner = "DependencyCRF"
+        heads = check_indices(heads, (self.batch_size, self.num_words + 1), "heads", owner,
+                              self.arc_scores.device)
+        positions = torch.arange(self.num_words + 1, device=heads.device)
+        words = (positions > 0) & (positions <= self.lengths[:, None])
+        heads = torch.where(words, heads, 0)
+        invalid = words & ((heads < 0) | (heads > self.lengths[:, None]) | (heads == positions))
+        if invalid.any():
+            raise ValueError(f"{owner}: each word's head must lie in [0, N_b] and differ from the "
+                             "word itself")
+        arcs = torch.where(self._arc_mask, self.arc_scores, 0.0)
+        score = arcs.gather(1, heads[:, None, :]).squeeze(1)
+        return torch.where(words, score, 0.0).sum(-1) - self.log_partition
+
+    # ------------------------------------------------------------------ internals
+
+    @cached_property
+    def _inference(self) -> tuple[Tensor, Tensor]:
+        """``(log_partition, marginals)``, the marginals as the gradient of log Z."""
+        track = tracks_grad(self.arc_scores)
+        with torch.enable_grad():
+            arcs = as_grad_input(self.arc_scores, track)
+            log_z = self._log_partition_of(arcs, LOG)
+            (marginals,) = torch.autograd.grad(log_z.sum(), arcs, create_graph=track)
+        if not track:
+            log_z, marginals = log_z.detach(), marginals.detach()
+        return log_z, marginals
+
+    @cached_property
+    def _arc_mask(self) -> Tensor:
+        """``[B, N+1, N+1]`` bool, True at real arcs ``h -> m``: ``h != m``, ``m >= 1``, both
+        within the sentence."""
+        positions = torch.arange(self.num_words + 1, device=self.arc_scores.device)
+        inside = positions <= self.lengths[:, None]
+        not_self = positions[:, None] != positions[None, :]
+        return inside[:, :, None] & inside[:, None, :] & not_self & (positions > 0)
+
+    def _log_partition_of(self, arc_scores: Tensor, semiring: Semiring) -> Tensor:
+        """``[B]`` semiring sum over trees, read at each sentence's own length."""
+        arcs = torch.where(self._arc_mask, arc_scores, 0.0)
+        roots = _eisner_inside(arcs, semiring, self.multiroot)
+        return roots.gather(1, (self.lengths - 1)[:, None]).squeeze(1)
+
+
+def _eisner_inside(arcs: Tensor, semiring: Semiring, multiroot: bool) -> Tensor:
+    """``[B, N]``: entry ``k - 1`` is the semiring sum over trees of the prefix ``0..k`` (the
+    complete span ``CR[0, k]``). ``arcs`` is ``[B, N+1, N+1]`` with non-arcs already zeroed.
+
+    Channels of ``X`` (by start) / ``Y`` (by end): 0 = CR / CL for ``S``, 1 = IR / CR for CR,
+    2 = CL / IL for CL. Before step ``k``, ``X`` holds widths ``0..k-2`` (ch. 0) and ``1..k-1``
+    (ch. 1, 2) and ``Y`` widths ``k-1..1`` in every channel, so the two parts of a column cover
+    a span of width ``k`` (ch. 0 leaves room for the new arc).
+    """
+    batch, size, _ = arcs.shape
+    diagonals = _arc_diagonals(arcs)
+    # With a single root, the root may take a child only while its own span is empty, i.e.
+    # CR[0, u] for u > 0 cannot start an incomplete span of the root.
+    no_root_prefix = torch.arange(size, device=arcs.device) == 0
+    right, left = diagonals[1][:, :, : size - 1].unbind(0)  # width 1: IR = CR, IL = CL
+    x = torch.stack([torch.zeros_like(right), right, left])[..., None]
+    y = torch.stack([left, right, left])[..., None]
+    complete_right = right
+    roots = [right[:, 0]]
+    for width in range(2, size):
+        spans = size - width
+        if not multiroot:
+            complete_right = torch.where(no_root_prefix[: spans + 1], very_negative(arcs.dtype),
+                                         complete_right)
+        prev = complete_right[:, :spans]
+        x, y = x[:, :, :spans], y[:, :, 1:]  # align starts s with ends s + width
+        sums = semiring.reduce(x + y, -1)  # [3, B, spans]
+        incomplete = semiring.add2(sums[0], prev) + diagonals[width][:, :, :spans]
+        complete = semiring.add2(incomplete, sums[1:])
+        incomplete_right, incomplete_left = incomplete.unbind(0)
+        complete_right, complete_left = complete.unbind(0)
+        roots.append(complete_right[:, 0])
+        new_x = torch.stack([prev, incomplete_right, complete_left])[..., None]
+        new_y = torch.stack([complete_left, complete_right, incomplete_left])[..., None]
+        x = torch.cat([x, new_x], -1)
+        y = torch.cat([new_y, y], -1)
+    return torch.stack(roots, 1)
+
+
+def _arc_diagonals(arcs: Tensor) -> tuple[Tensor, ...]:
+    """Tuple over widths ``k`` of ``[2, B, N+1]``: ``[0, b, s] = arcs[b, s, s+k]`` (right arcs)
+    and ``[1, b, s] = arcs[b, s+k, s]`` (left arcs); entries with ``s + k > N`` are filler.
+
+    One gather instead of ``2 N`` diagonal views keeps the backward pass to one scatter.
+    """
+    batch, size, _ = arcs.shape
+    both = torch.stack([arcs, arcs.transpose(1, 2)])
+    positions = torch.arange(size, device=arcs.device)
+    column = (positions[:, None] + positions[None, :]).clamp_max(size - 1)  # [start, width]
+    skewed = both.gather(3, column.expand(2, batch, size, size))
+    return skewed.permute(3, 0, 1, 2).unbind(0)

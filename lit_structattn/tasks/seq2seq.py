@@ -1,0 +1,168 @@
+"""Sequence-to-sequence training and evaluation around :class:`~lit_structattn.models.seq2seq.Seq2Seq`.
+
+Batches: ``src [B, S]``, ``src_lengths [B]``, ``tgt_in [B, T]`` (``<bos>`` + target),
+``tgt_out [B, T]`` (target + ``<eos>``), ``tgt_lengths [B]`` and, for tree transduction,
+``depth [B]``. Logs ``train/loss``, ``val/loss``, ``val/ltf`` (length to failure over all depths,
+greedy decoding) and ``test/ltf_d{depth}`` (beam search by default, as Kim et al.).
+"""
+
+from __future__ import annotations
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+
+from ..figures import AttentionMap
+from ..metrics import LengthToFailure
+from ..models.seq2seq import Seq2Seq
+
+OPTIMIZERS = ("sgd", "adam")
+
+
+class Seq2SeqTask(L.LightningModule):
+    """Trains an attentional encoder-decoder with teacher forcing.
+
+    Args:
+        vocab_size: size of the (shared) source/target vocabulary; checked against the data.
+        embed_dim, hidden_dim, attention, score, input_feed, dropout: see ``Seq2Seq``.
+        source_attention, parser_dim, encoder: see ``SourceEncoder``.
+        optimizer: ``sgd`` (the paper: lr 1, halved every epoch from ``decay_start`` on) or
+            ``adam``.
+        init_range: parameters start uniform in ``[-init_range, init_range]`` (0 = PyTorch's).
+        max_decode_len: decoding stops after this many tokens.
+        test_beam: beam size at test time (1 = greedy); validation decodes greedily.
+        max_depth: largest formula depth reported by the length-to-failure metric.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        embed_dim: int = 50,
+        hidden_dim: int = 50,
+        attention: str = "softmax",
+        score: str = "general",
+        input_feed: bool = False,
+        dropout: float = 0.0,
+        source_attention: str = "none",
+        parser_dim: int = 50,
+        encoder: str = "embedding",
+        optimizer: str = "sgd",
+        lr: float = 1.0,
+        decay_start: int = 9,
+        init_range: float = 0.1,
+        max_decode_len: int = 200,
+        test_beam: int = 5,
+        max_depth: int = 6,
+    ) -> None:
+        super().__init__()
+        if optimizer not in OPTIMIZERS:
+            raise ValueError(f"unknown optimizer {optimizer!r}; valid: {', '.join(OPTIMIZERS)}")
+        self.save_hyperparameters()
+        self.model = Seq2Seq(
+            vocab_size, vocab_size, embed_dim, hidden_dim, attention=attention, score=score,
+            input_feed=input_feed, dropout=dropout, source_attention=source_attention,
+            parser_dim=parser_dim, encoder=encoder,
+        )
+        if init_range > 0:
+            for parameter in self.model.parameters():
+                torch.nn.init.uniform_(parameter, -init_range, init_range)
+        self.metrics = torch.nn.ModuleDict(
+            {split: LengthToFailure(max_depth) for split in ("val", "test")}
+        )
+
+    def setup(self, stage: str) -> None:
+        datamodule = getattr(self.trainer, "datamodule", None)
+        vocab = getattr(datamodule, "vocab", None)
+        if vocab is not None and len(vocab) != self.hparams.vocab_size:
+            raise ValueError(
+                f"model.vocab_size={self.hparams.vocab_size} but the data's vocabulary has "
+                f"{len(vocab)} symbols; set --model.init_args.vocab_size {len(vocab)}"
+            )
+
+    def _loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        logits, _, _ = self.model(batch["src"], batch["src_lengths"], batch["tgt_in"])
+        return F.cross_entropy(logits.flatten(0, 1), batch["tgt_out"].flatten(), ignore_index=0)
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        loss = self._loss(batch)
+        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["src"]))
+        return loss
+
+    def decode(self, batch: dict[str, torch.Tensor], beam: int) -> torch.Tensor:
+        """Predicted target ids ``[B, T']`` (greedy for ``beam == 1``)."""
+        if beam <= 1:
+            return self.model.greedy(batch["src"], batch["src_lengths"], self.hparams.max_decode_len)[0]
+        return self.model.beam_search(
+            batch["src"], batch["src_lengths"], self.hparams.max_decode_len, beam=beam
+        )
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        size = len(batch["src"])
+        self.log("val/loss", self._loss(batch), sync_dist=True, batch_size=size)
+        self._score(batch, "val", beam=1)
+
+    def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        self._score(batch, "test", beam=self.hparams.test_beam)
+
+    def _score(self, batch: dict[str, torch.Tensor], split: str, beam: int) -> None:
+        prediction = self.decode(batch, beam)
+        self.metrics[split].update(prediction, batch["tgt_out"], batch["tgt_lengths"], batch["depth"])
+
+    def _log_metric(self, split: str) -> None:
+        scores = self.metrics[split].compute()
+        for depth, value in scores.items():
+            name = f"{split}/ltf" if depth == "all" else f"{split}/ltf_d{depth}"
+            self.log(name, value, prog_bar=depth == "all")
+        self.metrics[split].reset()
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_metric("val")
+
+    def on_test_epoch_end(self) -> None:
+        self._log_metric("test")
+
+    def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> dict:
+        prediction, attention = self.model.greedy(
+            batch["src"], batch["src_lengths"], self.hparams.max_decode_len
+        )
+        return {"src": batch["src"], "prediction": prediction, "attention": attention}
+
+    @torch.no_grad()
+    def attention_figures(self, batch: dict[str, torch.Tensor], vocab, limit: int) -> list:
+        """Figures of the first ``limit`` examples (for :class:`~lit_structattn.callbacks.AttentionFigures`):
+        target x source attention of greedy decoding, and with syntactic attention the source
+        self-attention (each row a word's distribution over parents, ``$`` = root) and the
+        Eisner parse."""
+        src, lengths = batch["src"][:limit], batch["src_lengths"][:limit]
+        prediction, attention = self.model.greedy(src, lengths, self.hparams.max_decode_len)
+        decode = vocab.decode if vocab is not None else lambda ids: [str(int(i)) for i in ids]
+        syntactic = self.model.encoder.syntactic
+        heads = None
+        if syntactic is not None:
+            embedded = self.model.encoder.embed(src)
+            marginals = syntactic(embedded, lengths).marginals
+            heads = syntactic.parse(embedded, lengths)
+        figures = []
+        for b in range(len(src)):
+            source = decode(src[b, : lengths[b]])
+            target = decode(prediction[b]) + ["<eos>"]
+            figures.append((f"attention/example_{b}", AttentionMap(
+                "decoder attention (greedy)", attention[b, : len(target)], target, source)))
+            if heads is not None:
+                n = int(lengths[b])
+                figures.append((f"self_attention/example_{b}", AttentionMap(
+                    "soft parents p(head | word)", marginals[b].T[1 : n + 1, : n + 1], source,
+                    ["$", *source])))
+                figures.append((f"parse/example_{b}", (["$", *source], heads[b, : n + 1].tolist(),
+                                                       "Eisner argmax parse")))
+        return figures
+
+    def configure_optimizers(self):
+        if self.hparams.optimizer == "adam":
+            return torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
+        optimizer = torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
+        start = self.hparams.decay_start
+        schedule = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda epoch: 0.5 ** max(0, epoch + 1 - start)
+        )
+        return {"optimizer": optimizer, "lr_scheduler": schedule}

@@ -1,0 +1,42 @@
+"""Length-bucketed batching, alone and under a DistributedSampler as Lightning's DDP builds it."""
+
+from __future__ import annotations
+
+import random
+
+from lightning.fabric.utilities.data import _replace_dunder_methods
+from lightning.pytorch.utilities.data import _update_dataloader
+from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, RandomSampler
+
+from datamodules.batching import BucketBatchSampler
+
+_RNG = random.Random(0)
+LENGTHS = [_RNG.randint(1, 60) for _ in range(203)]
+
+
+def test_every_index_once_and_batches_are_length_sorted():
+    sampler = BucketBatchSampler(RandomSampler(LENGTHS), 8, False, LENGTHS, bucket_batches=5)
+    batches = list(sampler)
+    assert sorted(i for b in batches for i in b) == list(range(len(LENGTHS)))
+    assert len(batches) == len(sampler) == 26
+    spread = sum(max(LENGTHS[i] for i in b) - min(LENGTHS[i] for i in b) for b in batches)
+    unsorted = list(BucketBatchSampler(RandomSampler(LENGTHS), 8, False, LENGTHS, 1))
+    assert spread < sum(max(LENGTHS[i] for i in b) - min(LENGTHS[i] for i in b) for b in unsorted)
+    sampler.set_epoch(1)
+    assert list(sampler) != batches
+
+
+def test_lightning_rebuilds_it_around_a_distributed_sampler():
+    # The trainer calls the dataloader hooks inside these contexts, which record init arguments.
+    with _replace_dunder_methods(DataLoader, "dataset"), _replace_dunder_methods(BatchSampler):
+        batches = BucketBatchSampler(RandomSampler(LENGTHS), 8, False, LENGTHS, 5)
+        loader = DataLoader(LENGTHS, batch_sampler=batches)
+    shards = []
+    for rank in range(2):
+        distributed = DistributedSampler(LENGTHS, num_replicas=2, rank=rank, seed=0)
+        rebuilt = _update_dataloader(loader, distributed)
+        assert isinstance(rebuilt.batch_sampler, BucketBatchSampler)
+        assert rebuilt.batch_sampler.lengths is LENGTHS
+        shards.append([i for batch in rebuilt.batch_sampler for i in batch])
+    assert len(shards[0]) == len(shards[1]) == 102  # DistributedSampler pads to equal shards
+    assert set(shards[0]) | set(shards[1]) == set(range(len(LENGTHS)))
