@@ -7,6 +7,7 @@ import itertools
 import pytest
 import torch
 
+from lit_structattn.structured import DependencyCRF, LinearChainCRF
 from lit_structattn.structured.chain import ChainAttention
 from lit_structattn.structured.segmentation import SegmentationAttention
 from lit_structattn.structured.syntactic import SyntacticAttention
@@ -121,3 +122,21 @@ def test_syntactic_attention_soft_parents(mode):
 def test_syntactic_attention_rejects_unknown_mode():
     with pytest.raises(ValueError, match="valid: structured, simple"):
         SyntacticAttention(4, 4, mode="hard")
+
+
+def test_structured_results_under_inference_mode():
+    """Lightning validates and tests under ``torch.inference_mode()``: marginals and argmaxes
+    (computed as gradients) must still work there and agree with grad mode."""
+    torch.manual_seed(0)
+    unary, transition = torch.randn(2, 5, 3), torch.randn(3, 3)
+    arcs, lengths = torch.randn(2, 5, 5), torch.tensor([4, 2])
+    with torch.inference_mode():
+        chain = LinearChainCRF(unary, transition, lengths)
+        tree = DependencyCRF(arcs, lengths)
+        got = (chain.marginals, chain.edge_marginals, chain.argmax, chain.entropy,
+               tree.marginals, tree.argmax)
+    chain, tree = LinearChainCRF(unary, transition, lengths), DependencyCRF(arcs, lengths)
+    expected = (chain.marginals, chain.edge_marginals, chain.argmax, chain.entropy,
+                tree.marginals, tree.argmax)
+    for g, e in zip(got, expected, strict=True):
+        torch.testing.assert_close(g.clone(), e)

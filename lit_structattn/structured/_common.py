@@ -9,6 +9,9 @@ the best score, and because ``max`` over a dimension routes the whole gradient t
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import torch
 from torch import Tensor
 
@@ -81,11 +84,22 @@ def tracks_grad(*tensors: Tensor) -> bool:
     return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
 
 
+@contextlib.contextmanager
+def local_autograd() -> Iterator[None]:
+    """Autograd on, also inside ``torch.no_grad()`` and ``torch.inference_mode()`` (where
+    Lightning runs validation and test), for computing marginals and argmaxes as gradients."""
+    with torch.inference_mode(False), torch.enable_grad():
+        yield
+
+
 def as_grad_input(tensor: Tensor, track: bool) -> Tensor:
     """``tensor`` itself when its graph is to be kept, else a detached copy requiring grad, so
-    that ``torch.autograd.grad`` can differentiate w.r.t. it in any case."""
+    that ``torch.autograd.grad`` can differentiate w.r.t. it in any case (an inference-mode
+    tensor is cloned into a normal one). Call inside :func:`local_autograd`."""
     if track and tensor.requires_grad:
         return tensor
+    if tensor.is_inference():
+        return tensor.clone().requires_grad_()
     return tensor.detach().requires_grad_()
 
 

@@ -33,6 +33,7 @@ from torch import Tensor
 
 from ._common import (
     as_grad_input,
+    local_autograd,
     check_indices,
     check_lengths,
     check_scores,
@@ -130,8 +131,8 @@ class DependencyCRF:
         """``[B, N+1]`` long: head of each word in the highest-scoring tree, 0 in the root slot
         and at padding. Always one valid projective tree (single-rooted if ``multiroot`` is
         False); ties are broken deterministically."""
-        with torch.enable_grad():
-            arcs = self.arc_scores.detach().requires_grad_()
+        with local_autograd():
+            arcs = as_grad_input(self.arc_scores, track=False)
             (tree,) = torch.autograd.grad(self._log_partition_of(arcs, MAX).sum(), arcs)
         return tree.argmax(1)
 
@@ -164,7 +165,7 @@ class DependencyCRF:
     def _inference(self) -> tuple[Tensor, Tensor]:
         """``(log_partition, marginals)``, the marginals as the gradient of log Z."""
         track = tracks_grad(self.arc_scores)
-        with torch.enable_grad():
+        with local_autograd():
             arcs = as_grad_input(self.arc_scores, track)
             log_z = self._log_partition_of(arcs, LOG)
             (marginals,) = torch.autograd.grad(log_z.sum(), arcs, create_graph=track)
