@@ -67,7 +67,8 @@ class BucketBatchSampler(BatchSampler):
 
     def _batches(self, bucket: list[int], rng: random.Random) -> Iterator[list[int]]:
         ordered = sorted(bucket, key=lambda i: self.lengths[i])
-        batches = [ordered[i : i + self.batch_size] for i in range(0, len(ordered), self.batch_size)]
+        size = self.batch_size
+        batches = [ordered[i : i + size] for i in range(0, len(ordered), size)]
         if self.drop_last and len(batches[-1]) < self.batch_size:
             batches.pop()
         if self.shuffle:

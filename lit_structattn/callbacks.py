@@ -1,10 +1,15 @@
-"""Lightning callbacks: attention figures in TensorBoard."""
+"""Lightning callbacks: attention figures in TensorBoard, predictions to JSONL."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import lightning as L
 import matplotlib.pyplot as plt
+from lightning.pytorch.callbacks import BasePredictionWriter
 from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.utilities import rank_zero_info
 
 from .figures import plot_attention, plot_parse
 
@@ -40,3 +45,36 @@ class AttentionFigures(L.Callback):
             figure = plot_attention(item) if hasattr(item, "weights") else plot_parse(*item)
             logger.experiment.add_figure(tag, figure, global_step=trainer.global_step)
             plt.close(figure)
+
+
+class JsonlPredictionWriter(BasePredictionWriter):
+    """Writes what ``predict_step`` returns (a list of JSON-ready records per batch) to a JSONL
+    file, one record per line, as the batches come; under DDP each process writes
+    ``<stem>.rank<k>.jsonl``.
+
+    Args:
+        output_path: the ``.jsonl`` file (its folder is created).
+    """
+
+    def __init__(self, output_path: str = "predictions.jsonl") -> None:
+        super().__init__(write_interval="batch")
+        self.output_path = Path(output_path)
+
+    def _path(self, trainer: L.Trainer) -> Path:
+        if trainer.world_size == 1:
+            return self.output_path
+        return self.output_path.with_suffix(f".rank{trainer.global_rank}.jsonl")
+
+    def on_predict_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        path = self._path(trainer)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")
+
+    def write_on_batch_end(self, trainer, pl_module, prediction, batch_indices, batch,
+                           batch_idx, dataloader_idx) -> None:
+        with self._path(trainer).open("a") as out:
+            for record in prediction:
+                out.write(json.dumps(record) + "\n")
+
+    def on_predict_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        rank_zero_info(f"predictions written to {self._path(trainer)}")

@@ -17,9 +17,23 @@ import lightning as L
 from lightning.pytorch.cli import LightningCLI
 
 
+class StructAttnCLI(LightningCLI):
+    """LightningCLI that keeps the configuration the user gave when ``--ckpt_path`` is set.
+
+    Lightning's CLI replaces the model's arguments by the checkpoint's hyper-parameters, which
+    silently ignores what the command line says (``--model.init_args.test_beam 1`` at test
+    time, say). Here the given configuration is used; a checkpoint whose weights do not fit it
+    is refused with the differing hyper-parameters named (see
+    :class:`~lit_structattn.tasks.base.Task`).
+    """
+
+    def _parse_ckpt_path(self) -> None:
+        return
+
+
 def build_cli(args: list[str] | None = None, run: bool = True) -> LightningCLI:
     """The project's LightningCLI: any LightningModule and DataModule chosen by ``class_path``."""
-    return LightningCLI(
+    return StructAttnCLI(
         L.LightningModule,
         L.LightningDataModule,
         subclass_mode_model=True,

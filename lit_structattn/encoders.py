@@ -1,4 +1,5 @@
-"""Sequence encoders and masks shared by the structured layers and the models (imports only torch)."""
+"""Sequence encoders and masks shared by the structured layers and the models (imports only
+torch)."""
 
 from __future__ import annotations
 

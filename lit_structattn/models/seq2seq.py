@@ -241,7 +241,8 @@ class Seq2Seq(nn.Module):
             log_probs[:, 0] = torch.where(finished, 0.0, -torch.inf)
             candidates = (scores[:, None] + log_probs).view(batch, beam * vocab)
             top_scores, top = candidates.topk(beam, dim=-1)  # [B, beam]
-            origin = (top // vocab + torch.arange(batch, device=src.device)[:, None] * beam).view(-1)
+            offsets = torch.arange(batch, device=src.device)[:, None] * beam
+            origin = (top // vocab + offsets).view(-1)
             tokens = (top % vocab).view(-1)
             scores = top_scores.view(-1)
             state = state.select(origin)

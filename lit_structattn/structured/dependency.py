@@ -33,10 +33,10 @@ from torch import Tensor
 
 from ._common import (
     as_grad_input,
-    local_autograd,
     check_indices,
     check_lengths,
     check_scores,
+    local_autograd,
     max_reduce,
     tracks_grad,
     very_negative,

@@ -21,11 +21,11 @@ from torch import Tensor
 
 from ._common import (
     as_grad_input,
-    local_autograd,
     check_indices,
     check_lengths,
     check_scores,
     describe,
+    local_autograd,
     max_reduce,
     tracks_grad,
     very_negative,

@@ -65,7 +65,9 @@ class SyntacticAttention(nn.Module):
     ) -> None:
         super().__init__()
         if mode not in MODES:
-            raise ValueError(f"unknown syntactic attention mode {mode!r}; valid: {', '.join(MODES)}")
+            raise ValueError(
+                f"unknown syntactic attention mode {mode!r}; valid: {', '.join(MODES)}"
+            )
         mlp_dim = mlp_dim or hidden_dim
         self.mode = mode
         self.multiroot = multiroot

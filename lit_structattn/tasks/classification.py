@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import lightning as L
 import torch
 import torch.nn.functional as F
 from torchmetrics.classification import MulticlassAccuracy
 
 from ..models.pooling import AttentionPoolingClassifier
+from .base import Task
 
 
-class SequenceClassifier(L.LightningModule):
+class SequenceClassifier(Task):
     """Trains :class:`~lit_structattn.models.pooling.AttentionPoolingClassifier`.
 
     Batches: ``tokens [B, T]``, ``lengths [B]``, ``labels [B]``. Logs ``train/loss``,

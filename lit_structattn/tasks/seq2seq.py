@@ -1,4 +1,5 @@
-"""Sequence-to-sequence training and evaluation around :class:`~lit_structattn.models.seq2seq.Seq2Seq`.
+"""Sequence-to-sequence training and evaluation around
+:class:`~lit_structattn.models.seq2seq.Seq2Seq`.
 
 Batches: ``src [B, S]``, ``src_lengths [B]``, ``tgt_in [B, T]`` (``<bos>`` + target),
 ``tgt_out [B, T]`` (target + ``<eos>``), ``tgt_lengths [B]`` and, for tree transduction,
@@ -8,18 +9,18 @@ greedy decoding) and ``test/ltf_d{depth}`` (beam search by default, as Kim et al
 
 from __future__ import annotations
 
-import lightning as L
 import torch
 import torch.nn.functional as F
 
 from ..figures import AttentionMap
 from ..metrics import LengthToFailure
 from ..models.seq2seq import Seq2Seq
+from .base import Task
 
 OPTIMIZERS = ("sgd", "adam")
 
 
-class Seq2SeqTask(L.LightningModule):
+class Seq2SeqTask(Task):
     """Trains an attentional encoder-decoder with teacher forcing.
 
     Args:
@@ -91,7 +92,9 @@ class Seq2SeqTask(L.LightningModule):
     def decode(self, batch: dict[str, torch.Tensor], beam: int) -> torch.Tensor:
         """Predicted target ids ``[B, T']`` (greedy for ``beam == 1``)."""
         if beam <= 1:
-            return self.model.greedy(batch["src"], batch["src_lengths"], self.hparams.max_decode_len)[0]
+            return self.model.greedy(
+                batch["src"], batch["src_lengths"], self.hparams.max_decode_len
+            )[0]
         return self.model.beam_search(
             batch["src"], batch["src_lengths"], self.hparams.max_decode_len, beam=beam
         )
@@ -106,7 +109,9 @@ class Seq2SeqTask(L.LightningModule):
 
     def _score(self, batch: dict[str, torch.Tensor], split: str, beam: int) -> None:
         prediction = self.decode(batch, beam)
-        self.metrics[split].update(prediction, batch["tgt_out"], batch["tgt_lengths"], batch["depth"])
+        self.metrics[split].update(
+            prediction, batch["tgt_out"], batch["tgt_lengths"], batch["depth"]
+        )
 
     def _log_metric(self, split: str) -> None:
         scores = self.metrics[split].compute()
@@ -121,21 +126,48 @@ class Seq2SeqTask(L.LightningModule):
     def on_test_epoch_end(self) -> None:
         self._log_metric("test")
 
-    def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> dict:
+    def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> list[dict]:
+        """One JSON-ready record per example: the source and greedy prediction as
+        space-separated symbols and the attention ``[prediction + <eos>, source]``."""
         prediction, attention = self.model.greedy(
             batch["src"], batch["src_lengths"], self.hparams.max_decode_len
         )
-        return {"src": batch["src"], "prediction": prediction, "attention": attention}
+        decode = self._vocab_decode()
+        records = []
+        for b, length in enumerate(batch["src_lengths"].tolist()):
+            target = decode(prediction[b])
+            weights = attention[b, : len(target) + 1, :length]
+            records.append({
+                "input": " ".join(decode(batch["src"][b, :length])),
+                "prediction": " ".join(target),
+                "attention": [[round(w, 5) for w in row] for row in weights.tolist()],
+            })
+        return records
+
+    def _vocab_decode(self, vocab=None):
+        """Ids -> symbols up to ``<eos>`` with ``vocab`` (default: the data's vocabulary), or
+        the ids as strings when there is none."""
+        if vocab is None:
+            vocab = getattr(getattr(self.trainer, "datamodule", None), "vocab", None)
+        if vocab is not None:
+            return vocab.decode
+
+        def as_strings(ids: torch.Tensor) -> list[str]:
+            ids = ids.tolist()
+            end = ids.index(self.model.eos_id) if self.model.eos_id in ids else len(ids)
+            return [str(i) for i in ids[:end] if i != 0]
+
+        return as_strings
 
     @torch.no_grad()
     def attention_figures(self, batch: dict[str, torch.Tensor], vocab, limit: int) -> list:
-        """Figures of the first ``limit`` examples (for :class:`~lit_structattn.callbacks.AttentionFigures`):
-        target x source attention of greedy decoding, and with syntactic attention the source
-        self-attention (each row a word's distribution over parents, ``$`` = root) and the
-        Eisner parse."""
+        """Figures of the first ``limit`` examples (for
+        :class:`~lit_structattn.callbacks.AttentionFigures`): target x source attention of
+        greedy decoding, and with syntactic attention the source self-attention (each row a
+        word's distribution over parents, ``$`` = root) and the Eisner parse."""
         src, lengths = batch["src"][:limit], batch["src_lengths"][:limit]
         prediction, attention = self.model.greedy(src, lengths, self.hparams.max_decode_len)
-        decode = vocab.decode if vocab is not None else lambda ids: [str(int(i)) for i in ids]
+        decode = self._vocab_decode(vocab)
         syntactic = self.model.encoder.syntactic
         heads = None
         if syntactic is not None:

@@ -1,0 +1,34 @@
+"""notebooks/attention_gallery.ipynb runs from top to bottom (at a tiny training budget)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+pytest.importorskip("ipykernel")
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK = ROOT / "notebooks" / "attention_gallery.ipynb"
+
+
+def test_attention_gallery_runs(monkeypatch):
+    # The kernel inherits this process's environment: a tiny budget, one thread.
+    monkeypatch.setenv("GALLERY_TRAIN_PER_DEPTH", "20")
+    monkeypatch.setenv("GALLERY_EPOCHS", "1")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    assert not any(cell.get("outputs") for cell in notebook.cells if cell.cell_type == "code"), (
+        "store the notebook without outputs"
+    )
+    client = nbclient.NotebookClient(
+        notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}
+    )
+    client.execute()  # raises CellExecutionError on the first failing cell
+
+    outputs = [out for cell in notebook.cells if cell.cell_type == "code" for out in cell.outputs]
+    assert not [out for out in outputs if out.output_type == "error"]
+    images = [out for out in outputs if "image/png" in out.get("data", {})]
+    assert images, "no cell produced a figure"
