@@ -15,10 +15,10 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-demo: install  ## the main job: a short real experiment on embedded data
-	$(PYTHON) -m lit_structattn.cli fit --config configs/demo/needle.yaml
-	$(PYTHON) -m lit_structattn.cli test --config configs/demo/needle.yaml --ckpt_path runs/needle/checkpoints/best.ckpt
-	@echo "TensorBoard logs: runs/needle/tensorboard (tensorboard --logdir runs/needle)"
+demo: install  ## the main job: simple vs structured attention on tree transduction (~10 min)
+	$(PYTHON) -m lit_structattn.cli reproduce tree_transduction --budget demo --seeds 1 \
+		--rows simple structured --root runs/demo --report runs/demo/tree_transduction.md
+	@echo "TensorBoard logs (attention figures, parses): tensorboard --logdir runs/demo"
 
 test: install  ## the test suite
 	$(PYTHON) -m pytest

@@ -1,7 +1,9 @@
 """Runs a table's rows over seeds through LightningCLI, in process, one run after another.
 
 Each finished run writes ``runs/reproduce/<table>/<budget>/<row>/seed<k>/result.json``; a run
-whose result exists is not repeated, so an interrupted reproduction resumes where it stopped.
+whose result exists is not repeated, so an interrupted reproduction resumes where it stopped
+(and seeds can be spread over several processes with ``--first-seed``). TensorBoard logs and
+checkpoints of a run go to the same folder.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ def run_one(table: Table, row: Row, budget: str, seed: int, root: Path) -> dict:
         "--config", str(row.config), *row.overrides, *table.budgets[budget][0],
         "--seed_everything", str(seed),
         "--trainer.default_root_dir", str(out),
-        "--trainer.logger", "false",
+        "--trainer.logger.init_args.save_dir", str(out),
         "--trainer.enable_progress_bar", "false",
     ]
     start = time.perf_counter()
@@ -61,15 +63,17 @@ def _cell(values: list[float]) -> str:
     return f"{100 * mean:.1f} ± {100 * spread:.1f}"
 
 
-def render(table: Table, budget: str, seeds: int, results: dict[str, list[dict]]) -> str:
+def render(table: Table, budget: str, seeds: range, results: dict[str, list[dict]]) -> str:
     """The markdown report: ours (mean ± std over seeds) beside the paper, per metric."""
     header = ["model", *[label for _, label in table.metrics], "wall time / run"]
     lines = [
         f"# {table.title}", "",
-        f"Produced by `structattn reproduce {table.name} --budget {budget} --seeds {seeds}` on "
+        f"Produced by `structattn reproduce {table.name} --budget {budget} --seeds {seeds.stop}"
+        f"{f' --first-seed {seeds.start}' if seeds.start else ''}` on "
         f"{time.strftime('%Y-%m-%d')} ({torch.get_num_threads()} threads, torch "
         f"{torch.__version__}).", "",
-        f"**Budget `{budget}`:** {table.budgets[budget][1]}. **Seeds:** 0..{seeds - 1}.", "",
+        f"**Budget `{budget}`:** {table.budgets[budget][1]}. **Seeds:** {seeds.start}.."
+        f"{seeds.stop - 1}.", "",
         f"**Data:** {table.note}", "",
         "Cells: ours, mean ± standard deviation over seeds (in %), then the paper's number.", "",
         "| " + " | ".join(header) + " |", "|" + "---|" * len(header),
@@ -88,9 +92,10 @@ def render(table: Table, budget: str, seeds: int, results: dict[str, list[dict]]
 
 def run_table(
     name: str, budget: str, seeds: int, rows: list[str] | None = None,
-    root: Path = Path("runs/reproduce"), report: Path | None = None,
+    root: Path = Path("runs/reproduce"), report: Path | None = None, first_seed: int = 0,
 ) -> Path:
-    """Run (or resume) every selected row and seed of table ``name``; write the report."""
+    """Run (or resume) seeds ``first_seed .. seeds - 1`` of every selected row of table
+    ``name``; write the report over those seeds."""
     if name not in TABLES:
         raise ValueError(f"unknown table {name!r}; valid: {', '.join(sorted(TABLES))}")
     if budget not in BUDGETS:
@@ -98,13 +103,13 @@ def run_table(
     table = TABLES[name]
     chosen = [r for r in table.rows if rows is None or r.name in rows]
     results = {
-        row.name: [run_one(table, row, budget, seed, root) for seed in range(seeds)]
+        row.name: [run_one(table, row, budget, seed, root) for seed in range(first_seed, seeds)]
         for row in chosen
     }
     shown = Table(table.name, table.title, tuple(chosen), table.metrics, table.budgets, table.note)
     path = report or REPORTS / f"{name}.md"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render(shown, budget, seeds, results))
+    path.write_text(render(shown, budget, range(first_seed, seeds), results))
     return path
 
 
@@ -112,11 +117,14 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="structattn reproduce", description=__doc__)
     parser.add_argument("table", choices=sorted(TABLES))
     parser.add_argument("--budget", choices=BUDGETS, default="cpu")
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=3, help="seeds 0 .. SEEDS-1")
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="run and report only seeds FIRST_SEED .. SEEDS-1")
     parser.add_argument("--rows", nargs="*", help="row names to run (default: all)")
     parser.add_argument("--root", type=Path, default=Path("runs/reproduce"))
     parser.add_argument("--report", type=Path, help="where to write the markdown report")
     args = parser.parse_args(argv)
-    path = run_table(args.table, args.budget, args.seeds, args.rows, args.root, args.report)
+    path = run_table(args.table, args.budget, args.seeds, args.rows, args.root, args.report,
+                     args.first_seed)
     print(path.read_text())
     print(f"report written to {path}")

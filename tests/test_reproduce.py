@@ -1,0 +1,32 @@
+"""The reproduction runner end to end at the ``ci`` budget: report, caching, bad names."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lit_structattn.reproduce import run_table
+
+
+def test_ci_run_writes_report_and_resumes(tmp_path):
+    report = tmp_path / "report.md"
+    run_table("tree_transduction", "ci", seeds=1, rows=["simple"], root=tmp_path, report=report)
+    text = report.read_text()
+    assert "| simple |" in text and "(paper 87.4)" in text and "**Budget `ci`:**" in text
+    assert "no attention" not in text  # only the selected row
+    result = next(tmp_path.rglob("result.json"))
+    assert 0 <= json.loads(result.read_text())["metrics"]["test/ltf_d2"] <= 1
+    assert list(tmp_path.rglob("events.out.tfevents.*"))  # TensorBoard logs of the run
+    stamp = result.stat().st_mtime_ns
+    run_table("tree_transduction", "ci", seeds=1, rows=["simple"], root=tmp_path, report=report)
+    assert result.stat().st_mtime_ns == stamp  # a finished run is not repeated
+
+
+@pytest.mark.parametrize(("table", "budget", "valid"), [
+    ("table9", "ci", "valid: tree_transduction"),
+    ("tree_transduction", "gpu", "valid: ci, demo, cpu, paper"),
+])
+def test_unknown_table_or_budget(table, budget, valid, tmp_path):
+    with pytest.raises(ValueError, match=valid):
+        run_table(table, budget, seeds=1, root=tmp_path)
