@@ -26,6 +26,7 @@ test: install  ## the test suite
 bench: install  ## speed against the peers; writes reports/bench_*.md
 	$(PYTHON) -m bench.transforms
 	$(PYTHON) -m bench.structured
+	$(PYTHON) -m bench.tree_transduction
 
 lint: install
 	ruff check .

@@ -8,9 +8,10 @@ given ``seed``.
 
 from __future__ import annotations
 
-import lightning as L
 import torch
 from torch.utils.data import DataLoader, TensorDataset
+
+from .splits import SplitDataModule
 
 MARKER = 1  # token id of the needle marker; 0 is padding
 
@@ -34,7 +35,7 @@ def make_needle_split(
     return TensorDataset(tokens, lengths, labels)
 
 
-class NeedleDataModule(L.LightningDataModule):
+class NeedleDataModule(SplitDataModule):
     """Find-the-needle classification (see module docstring).
 
     Batches are dicts: ``tokens [B, T]`` long (0 = padding), ``lengths [B]``, ``labels [B]``.
@@ -74,18 +75,6 @@ class NeedleDataModule(L.LightningDataModule):
             self.splits[split], batch_size=self.hparams.batch_size, shuffle=shuffle,
             collate_fn=_as_dict,
         )
-
-    def train_dataloader(self) -> DataLoader:
-        return self._loader("train", shuffle=True)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader("val")
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader("test")
-
-    def predict_dataloader(self) -> DataLoader:
-        return self._loader("test")
 
 
 def _as_dict(items: list[tuple[torch.Tensor, ...]]) -> dict[str, torch.Tensor]:

@@ -42,11 +42,11 @@ import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset, RandomSampler, SequentialSampler
 
 from .batching import BucketBatchSampler
+from .splits import SplitDataModule
 
 OPERATORS = ("+", "*")
 MIN_ARITY, MAX_ARITY = 2, 4
@@ -281,7 +281,7 @@ def _pad(rows: Sequence[list[int]], width: int) -> list[list[int]]:
 # ----------------------------------------------------------------------------- datamodule
 
 
-class TreeTransductionDataModule(L.LightningDataModule):
+class TreeTransductionDataModule(SplitDataModule):
     """Prefix -> infix formulas of Kim et al. (2017), §4.1 (see the module docstring).
 
     Depth ranges are inclusive ``(low, high)`` pairs. Batches are dicts of long tensors:
@@ -348,18 +348,6 @@ class TreeTransductionDataModule(L.LightningDataModule):
             dataset, batch_sampler=batches, num_workers=self.hparams.num_workers,
             collate_fn=collate_formulas,
         )
-
-    def train_dataloader(self) -> DataLoader:
-        return self._loader("train", shuffle=True)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader("val")
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader("test")
-
-    def predict_dataloader(self) -> DataLoader:
-        return self._loader("test")
 
 
 def _check_positive(name: str, value: int) -> None:

@@ -12,23 +12,52 @@ Models and data are chosen in the config by ``class_path`` (e.g.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import lightning as L
+import torch
 from lightning.pytorch.cli import LightningCLI
 
 
 class StructAttnCLI(LightningCLI):
-    """LightningCLI that keeps the configuration the user gave when ``--ckpt_path`` is set.
+    """LightningCLI with two changes to ``--ckpt_path``.
 
-    Lightning's CLI replaces the model's arguments by the checkpoint's hyper-parameters, which
-    silently ignores what the command line says (``--model.init_args.test_beam 1`` at test
-    time, say). Here the given configuration is used; a checkpoint whose weights do not fit it
-    is refused with the differing hyper-parameters named (see
-    :class:`~lit_structattn.tasks.base.Task`).
+    * ``last`` and ``best`` name the newest ``last.ckpt`` under ``trainer.default_root_dir``
+      and the best checkpoint recorded in it, in any process (Lightning resolves them only
+      within the process that trained): ``fit --ckpt_path last`` resumes an interrupted run.
+    * The configuration the user gave is kept. Lightning's CLI replaces the model's arguments
+      by the checkpoint's hyper-parameters, silently ignoring the command line
+      (``--model.init_args.test_beam 1`` at test time, say); here a checkpoint whose weights do
+      not fit the configuration is refused with the differing hyper-parameters named (see
+      :class:`~lit_structattn.tasks.base.Task`).
     """
 
-    def _parse_ckpt_path(self) -> None:
-        return
+    def _parse_ckpt_path(self) -> None:  # replaces LightningCLI's hyper-parameter override
+        subcommand = self.config.get("subcommand")
+        if not subcommand:
+            return
+        config = self.config[subcommand]
+        if config.get("ckpt_path") in ("last", "best"):
+            root = config.trainer.default_root_dir or "."
+            config.ckpt_path = resolve_checkpoint(config.ckpt_path, Path(root))
+
+
+def resolve_checkpoint(alias: str, root: Path) -> str:
+    """The path that ``last`` or ``best`` stands for under the run folder ``root``."""
+    found = sorted(root.rglob("last.ckpt"), key=lambda path: path.stat().st_mtime)
+    if not found:
+        raise ValueError(
+            f"--ckpt_path {alias}: no last.ckpt under {root.resolve()}; give the run's folder "
+            "as --trainer.default_root_dir (or a checkpoint file as --ckpt_path)"
+        )
+    if alias == "last":
+        return str(found[-1])
+    states = torch.load(found[-1], map_location="cpu", weights_only=False).get("callbacks", {})
+    best = [s.get("best_model_path") for k, s in states.items() if "ModelCheckpoint" in k]
+    best = [path for path in best if path and Path(path).is_file()]
+    if not best:
+        raise ValueError(f"--ckpt_path best: {found[-1]} records no best checkpoint that exists")
+    return best[0]
 
 
 def build_cli(args: list[str] | None = None, run: bool = True) -> LightningCLI:
