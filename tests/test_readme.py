@@ -10,12 +10,16 @@ from pathlib import Path
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
-def test_readme_python_snippet_runs():
-    snippet = re.search(r"```python\n(.*?)```", README.read_text(), re.S).group(1)
-    out = io.StringIO()
+def test_readme_python_snippets_run():
+    snippets = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    assert len(snippets) == 2
+    out, namespace = io.StringIO(), {}
     with contextlib.redirect_stdout(out):
-        exec(compile(snippet, "README.md", "exec"), {})
+        for snippet in snippets:
+            exec(compile(snippet, "README.md", "exec"), namespace)
     printed = out.getvalue()
+    assert "torch.Size([2, 6, 3]) torch.Size([2, 5, 3, 3]) torch.Size([2, 6])" in printed
+    assert "tensor([1.0000, 1.0000, 1.0000, 1.0000]" in printed
     assert "tensor([[0.7000, 0.3000, 0.0000]])" in printed
     assert "tensor([[0.5000, 0.5000, 0.0000]])" in printed
     assert "torch.Size([2, 16]) torch.Size([2, 5])" in printed
