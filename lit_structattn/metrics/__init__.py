@@ -1,5 +1,6 @@
 """Task metrics (torchmetrics ``Metric`` subclasses, DDP-synchronised through their states)."""
 
 from lit_structattn.metrics.length_to_failure import LengthToFailure
+from lit_structattn.metrics.tagging import EntityF1, F1Mult, TokenAccuracy
 
-__all__ = ["LengthToFailure"]
+__all__ = ["EntityF1", "F1Mult", "LengthToFailure", "TokenAccuracy"]
