@@ -63,3 +63,28 @@ def plot_parse(tokens: Sequence[str], heads: Sequence[int], title: str = "", ax=
     ax.set_title(title, fontsize=9)
     ax.figure.tight_layout()
     return ax.figure
+
+
+def plot_raindrop(words: Sequence[str], attention: Tensor, title: str = "") -> Figure:
+    """The easy-first "raindrop" plot (Martins & Kreutzer 2017, Figs. 2-4): the attention of
+    every sketch step over the words (``attention [steps, words]``, a row per step, white =
+    exactly zero) above the cumulative attention each word received."""
+    weights = attention.detach().float().cpu()[:, : len(words)]
+    steps = weights.shape[0]
+    fig, (top, bottom) = plt.subplots(
+        2, 1, figsize=(1.5 + 0.35 * len(words), 1.6 + 0.22 * steps), sharex=True,
+        gridspec_kw={"height_ratios": [max(steps, 1), 3]}, layout="constrained",
+    )
+    cmap = plt.get_cmap("Blues").copy()
+    cmap.set_under("white")
+    image = top.imshow(weights.numpy(), cmap=cmap, vmin=1e-9, aspect="auto",
+                       vmax=max(float(weights.max()), 1e-6))
+    top.set_yticks(range(steps), [str(n + 1) for n in range(steps)], fontsize=7)
+    top.set_ylabel("sketch step", fontsize=8)
+    top.set_title(title or "attention per sketch step", fontsize=9)
+    fig.colorbar(image, ax=[top, bottom], fraction=0.03)
+    bottom.bar(range(len(words)), weights.sum(0).numpy(), color="tab:blue")
+    bottom.axhline(1.0, color="gray", lw=0.8, ls="--")
+    bottom.set_ylabel("cumulative", fontsize=8)
+    bottom.set_xticks(range(len(words)), list(words), rotation=90, fontsize=7)
+    return fig

@@ -1,0 +1,176 @@
+"""Named-entity recognition on CoNLL-2003 English and CoNLL-2002 Spanish.
+
+Format: one token per line, whitespace-separated columns, the word first and the NER tag last
+(English ``WORD POS CHUNK NER``, Spanish ``WORD [POS] NER``); sentences end with an empty line.
+``-DOCSTART-`` lines are skipped wherever they appear (they also end a sentence). Every token
+line of a file must have the same number of columns (at least 2), and a tag must be ``O`` or
+``B-TYPE`` / ``I-TYPE``. Tags are converted to IOB2 (:func:`iob1_to_iob2`: a chunk's first token
+is always ``B-``); the English files are IOB1, the Spanish ones IOB2 already (unchanged, except
+for the rare ``I-`` that starts a chunk).
+
+Files: English ``eng.train`` / ``eng.testa`` (dev) / ``eng.testb`` (test) in folder
+``conll2003_en``; Spanish ``esp.train`` / ``esp.testa`` / ``esp.testb`` in ``conll2002_es``.
+Encoding: the original CoNLL-2002 distribution is latin-1, the NLTK copy (the shared one) is
+UTF-8; the default ``encoding="auto"`` reads UTF-8 when a file decodes as UTF-8, else latin-1.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from .files import MalformedLine, open_text
+from .tagging import TaggedSentence, TaggingDataModule, label_names, sentences_from_columns
+
+DOCSTART = "-DOCSTART-"
+
+LANGUAGES = {
+    "en": {
+        "folder": "conll2003_en",
+        "files": ("eng.train", "eng.testa", "eng.testb"),
+        "hint": "CoNLL-2003 English (Tjong Kim Sang & De Meulder 2003) is built from the "
+                "Reuters RCV1 corpus with the scripts of https://www.clips.uantwerpen.be/"
+                "conll2003/ner/ (files eng.train, eng.testa, eng.testb).",
+    },
+    "es": {
+        "folder": "conll2002_es",
+        "files": ("esp.train", "esp.testa", "esp.testb"),
+        "hint": "CoNLL-2002 Spanish (Tjong Kim Sang 2002) is distributed at "
+                "https://www.clips.uantwerpen.be/conll2002/ner/ and in NLTK's conll2002 corpus "
+                "(files esp.train, esp.testa, esp.testb).",
+    },
+}
+
+
+def check_tag(tag: str) -> str | None:
+    """None if ``tag`` is ``O`` or ``B-TYPE`` / ``I-TYPE``, else what is wrong with it."""
+    if tag == "O":
+        return None
+    prefix, sep, kind = tag.partition("-")
+    if not sep or prefix not in ("B", "I"):
+        return f"invalid tag {tag!r} (expected O, B-TYPE or I-TYPE)"
+    if not kind:
+        return f"invalid tag {tag!r} (no entity type after {prefix}-)"
+    return None
+
+
+def iob1_to_iob2(tags: Sequence[str]) -> list[str]:
+    """IOB1 (or IOB2) tags -> IOB2: an ``I-X`` that starts a chunk (after ``O``, at the start,
+    or after a tag of another type) becomes ``B-X``. IOB2 input comes back unchanged."""
+    converted = []
+    previous = "O"
+    for tag in tags:
+        if tag.startswith("I-") and (previous == "O" or previous[2:] != tag[2:]):
+            tag = "B-" + tag[2:]
+        converted.append(tag)
+        previous = tag
+    return converted
+
+
+def read_conll_ner(path: str | os.PathLike, encoding: str = "auto") -> list[TaggedSentence]:
+    """The ``(word, NER tag)`` sentences of a CoNLL-2002/2003 file, tags converted to IOB2.
+
+    Raises :class:`~datamodules.files.MalformedLine` (naming ``file:line``) for a token line with
+    fewer than 2 columns or with a different number of columns than the file's first token line,
+    and for an invalid tag.
+    """
+    return list(_iter_conll_ner(Path(path), encoding))
+
+
+def _iter_conll_ner(path: Path, encoding: str) -> Iterator[TaggedSentence]:
+    words: list[str] = []
+    tags: list[str] = []
+    width = None
+    with open_text(path, encoding) as lines:
+        for number, line in enumerate(lines, start=1):
+            columns = line.split()
+            if not columns or columns[0] == DOCSTART:
+                if words:
+                    yield TaggedSentence(tuple(words), tuple(iob1_to_iob2(tags)))
+                words, tags = [], []
+                continue
+            if len(columns) < 2:
+                raise MalformedLine(path, number, f"expected a word and a tag, found "
+                                    f"{len(columns)} column: {line.strip()[:80]!r}")
+            if width is None:
+                width = len(columns)
+            elif len(columns) != width:
+                raise MalformedLine(path, number, f"expected {width} columns as on the first "
+                                    f"token line, found {len(columns)}: {line.strip()[:80]!r}")
+            problem = check_tag(columns[-1])
+            if problem is not None:
+                raise MalformedLine(path, number, problem)
+            words.append(columns[0])
+            tags.append(columns[-1])
+    if words:
+        yield TaggedSentence(tuple(words), tuple(iob1_to_iob2(tags)))
+
+
+class CoNLLNERDataModule(TaggingDataModule):
+    """CoNLL-2003 English (``language="en"``) or CoNLL-2002 Spanish (``"es"``) NER, IOB2 tags.
+
+    Args:
+        language: ``"en"`` or ``"es"``; chooses the default file names and folder (under
+            :func:`~datamodules.files.data_root`) when they are not given.
+        train_file, val_file, test_file: file names in ``data_dir`` (default per language:
+            ``*.train``, ``*.testa``, ``*.testb``); plain or gzip-compressed.
+        encoding: a codec name or ``"auto"`` (UTF-8 if the file decodes as UTF-8, else latin-1;
+            the original CoNLL-2002 files are latin-1, NLTK's copy UTF-8).
+        hub_name, hub_config: e.g. ``"conll2003"`` or ``"conll2002"``, ``"es"`` (columns
+            ``tokens`` and ``ner_tags``), used only when ``data_dir`` is None.
+        max_train_length: as in :class:`~datamodules.tagging.TaggingDataModule` (default 50 as
+            in the paper; on Spanish this cut-off costs about 2 F1 — pass None to keep all).
+        Others: see :class:`~datamodules.tagging.TaggingDataModule`.
+
+    Batches: ``words [B, T]``, ``prefixes [B, T, 4]``, ``suffixes [B, T, 4]``, ``tags [B, T]``
+    (IOB2 tag ids, 0 = padding), ``lengths [B]``, ``index [B]``.
+    """
+
+    def __init__(
+        self,
+        data_dir: str | None = None,
+        language: str = "en",
+        train_file: str | None = None,
+        val_file: str | None = None,
+        test_file: str | None = None,
+        encoding: str = "auto",
+        hub_name: str | None = None,
+        hub_config: str | None = None,
+        batch_size: int = 32,
+        bucket_batches: int = 50,
+        num_workers: int = 0,
+        min_count: int = 1,
+        max_train_length: int | None = 50,
+        seed: int = 0,
+    ) -> None:
+        if language not in LANGUAGES:
+            raise ValueError(f"language must be one of {sorted(LANGUAGES)}, got {language!r}")
+        super().__init__(
+            data_dir=data_dir, hub_name=hub_name, hub_config=hub_config, batch_size=batch_size,
+            bucket_batches=bucket_batches, num_workers=num_workers, min_count=min_count,
+            max_train_length=max_train_length, seed=seed,
+        )
+        spec = LANGUAGES[language]
+        self.default_folder = spec["folder"]
+        self.source_hint = spec["hint"]
+
+    def _files(self) -> dict[str, str]:
+        h = self.hparams
+        defaults = LANGUAGES[h.language]["files"]
+        given = (h.train_file, h.val_file, h.test_file)
+        return {split: name or default
+                for split, name, default in zip(("train", "val", "test"), given, defaults,
+                                                strict=True)}
+
+    def expected_files(self) -> list[str]:
+        return list(self._files().values())
+
+    def read_local(self, folder: Path, split: str) -> list[TaggedSentence]:
+        return read_conll_ner(folder / self._files()[split], self.hparams.encoding)
+
+    def from_hub(self, rows: Any, features: Any) -> list[TaggedSentence]:
+        """Rows with ``tokens`` and ``ner_tags`` (class ids or strings), tags made IOB2."""
+        names = label_names(features, "ner_tags")
+        return sentences_from_columns(rows, "tokens", "ner_tags", names, convert=iob1_to_iob2)

@@ -1,0 +1,518 @@
+"""What the three tagging DataModules share (Martins & Kreutzer 2017): sentences, vocabularies,
+the word features of §5.1, the batch collation, the base DataModule and the Hugging Face path.
+
+Word features (§5.1): every word is its id in :attr:`TaggingDataModule.vocab` plus the ids of its
+prefixes and suffixes of n = 1..4 characters in :attr:`TaggingDataModule.affix_vocab` (one
+vocabulary of character n-gram strings, built from the training words; a prefix and a suffix with
+the same characters share an id, so a model that wants them apart uses two embedding tables). A
+word shorter than n characters gets the pad id 0 for that n; an n-gram unseen in training gets
+``<unk>`` = 1.
+
+Batches (:func:`collate_tagged`) are dicts of padded long tensors, padding id 0 everywhere::
+
+    words     [B, T]     word ids
+    prefixes  [B, T, 4]  prefix ids, [..., n - 1] = the n-character prefix
+    suffixes  [B, T, 4]  suffix ids, same layout
+    tags      [B, T]     tag ids (tag vocabulary index 0 = <pad>)
+    lengths   [B]        sentence lengths in words
+    index     [B]        position of each sentence in its split (eval batches are length-sorted)
+
+and for word-level QE also::
+
+    aligned         [B, T, A]  source-vocabulary ids of the source words aligned to each MT word
+                               (A = the batch's largest count, >= 1; an unaligned word gets none)
+    source          [B, S]     source-vocabulary ids of the source sentence
+    source_lengths  [B]
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+from urllib.parse import urlparse
+
+import torch
+from torch.utils.data import DataLoader, Dataset, RandomSampler, SequentialSampler
+
+from .batching import BucketBatchSampler
+from .files import data_root, require_files
+from .splits import SplitDataModule
+
+AFFIX_ORDERS = 4
+SPLITS = ("train", "val", "test")
+HUB_SPLITS = {"train": "train", "val": "validation", "test": "test"}
+
+
+# ----------------------------------------------------------------------------- sentences
+
+
+@dataclass(frozen=True)
+class TaggedSentence:
+    """One sentence: ``words`` and their ``tags`` (same length). For word-level QE also the
+    ``source`` sentence and the ``alignment`` as ``(source i, MT j)`` pairs (0-based)."""
+
+    words: tuple[str, ...]
+    tags: tuple[str, ...]
+    source: tuple[str, ...] | None = None
+    alignment: tuple[tuple[int, int], ...] | None = None
+
+    def __post_init__(self) -> None:
+        if len(self.words) != len(self.tags):
+            raise ValueError(f"{len(self.words)} words but {len(self.tags)} tags")
+
+
+# ----------------------------------------------------------------------------- vocabularies
+
+
+class Vocab:
+    """Token <-> id. ``<pad>`` = 0 always; ``<unk>`` = 1 unless ``unk=False`` (tag vocabularies).
+
+    Args:
+        tokens: the other tokens, in id order (duplicates and the special symbols are ignored).
+        unk: reserve id 1 for ``<unk>``; unknown tokens then map to it, otherwise ``KeyError``.
+    """
+
+    PAD, UNK = "<pad>", "<unk>"
+    PAD_ID, UNK_ID = 0, 1
+
+    def __init__(self, tokens: Iterable[str] = (), unk: bool = True) -> None:
+        self.tokens: list[str] = [self.PAD, self.UNK] if unk else [self.PAD]
+        self.index: dict[str, int] = {token: i for i, token in enumerate(self.tokens)}
+        for token in tokens:
+            if token not in self.index:
+                self.index[token] = len(self.tokens)
+                self.tokens.append(token)
+        self.pad_id = self.PAD_ID
+        self.unk_id: int | None = self.UNK_ID if unk else None
+
+    @classmethod
+    def build(cls, counts: Counter | Iterable[str], min_count: int = 1, unk: bool = True) -> Vocab:
+        """The tokens seen at least ``min_count`` times, most frequent first (ties by string)."""
+        counts = counts if isinstance(counts, Counter) else Counter(counts)
+        kept = [t for t, c in counts.items() if c >= min_count]
+        kept.sort(key=lambda t: (-counts[t], t))
+        return cls(kept, unk=unk)
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def __contains__(self, token: str) -> bool:
+        return token in self.index
+
+    def __repr__(self) -> str:
+        return f"Vocab({len(self)} tokens: {self.tokens[:6]}{' ...' if len(self) > 6 else ''})"
+
+    def id(self, token: str) -> int:
+        """The id of ``token``; ``<unk>`` if unknown (``KeyError`` if there is no ``<unk>``)."""
+        found = self.index.get(token)
+        if found is not None:
+            return found
+        if self.unk_id is None:
+            raise KeyError(f"{token!r} is not in the vocabulary ({len(self)} tokens)")
+        return self.unk_id
+
+    def encode(self, tokens: Iterable[str]) -> list[int]:
+        """Tokens -> ids (see :meth:`id`)."""
+        return [self.id(token) for token in tokens]
+
+    def decode(self, ids: Iterable[int] | torch.Tensor) -> list[str]:
+        """Ids (a list or a 1-D tensor ``[T]``) -> tokens, ``<pad>`` included."""
+        if isinstance(ids, torch.Tensor):
+            ids = ids.tolist()
+        return [self.tokens[i] for i in ids]
+
+
+def affixes(word: str, orders: int = AFFIX_ORDERS) -> tuple[list[str | None], list[str | None]]:
+    """``(prefixes, suffixes)`` of ``word`` for n = 1..orders; None where the word is shorter."""
+    prefixes = [word[:n] if len(word) >= n else None for n in range(1, orders + 1)]
+    suffixes = [word[-n:] if len(word) >= n else None for n in range(1, orders + 1)]
+    return prefixes, suffixes
+
+
+def build_affix_vocab(words: Iterable[str], min_count: int = 1) -> Vocab:
+    """One vocabulary of the prefix and suffix n-grams (n <= 4) of ``words`` (token occurrences:
+    an n-gram counts once per occurrence as a prefix and once as a suffix)."""
+    counts: Counter = Counter()
+    for word, count in Counter(words).items():
+        prefixes, suffixes = affixes(word)
+        for affix in prefixes + suffixes:
+            if affix is not None:
+                counts[affix] += count
+    return Vocab.build(counts, min_count)
+
+
+class EncodedSentence(NamedTuple):
+    """A sentence as ids (lists; :func:`collate_tagged` pads them). ``prefixes``/``suffixes``
+    hold one list of 4 ids per word; ``source``/``aligned`` are None outside QE."""
+
+    words: list[int]
+    prefixes: list[list[int]]
+    suffixes: list[list[int]]
+    tags: list[int]
+    index: int
+    source: list[int] | None = None
+    aligned: list[list[int]] | None = None
+
+
+class SentenceEncoder:
+    """Turns :class:`TaggedSentence` objects into :class:`EncodedSentence` ids (word features
+    memoised per word type)."""
+
+    def __init__(
+        self, vocab: Vocab, affix_vocab: Vocab, tag_vocab: Vocab, source_vocab: Vocab | None = None
+    ) -> None:
+        self.vocab, self.affix_vocab, self.tag_vocab = vocab, affix_vocab, tag_vocab
+        self.source_vocab = source_vocab
+        self._features: dict[str, tuple[int, list[int], list[int]]] = {}
+
+    def word_features(self, word: str) -> tuple[int, list[int], list[int]]:
+        """``(word id, 4 prefix ids, 4 suffix ids)``; pad id 0 where the word is shorter than n."""
+        found = self._features.get(word)
+        if found is None:
+            prefixes, suffixes = affixes(word)
+            pad, affix_id = Vocab.PAD_ID, self.affix_vocab.id
+            found = (
+                self.vocab.id(word),
+                [pad if a is None else affix_id(a) for a in prefixes],
+                [pad if a is None else affix_id(a) for a in suffixes],
+            )
+            self._features[word] = found
+        return found
+
+    def encode(self, sentence: TaggedSentence, index: int) -> EncodedSentence:
+        features = [self.word_features(word) for word in sentence.words]
+        source = aligned = None
+        if sentence.source is not None:
+            if self.source_vocab is None:
+                raise ValueError("a QE sentence needs a source vocabulary")
+            source = self.source_vocab.encode(sentence.source)
+            aligned = [[] for _ in sentence.words]
+            for i, j in sorted(sentence.alignment or ()):
+                aligned[j].append(source[i])
+        return EncodedSentence(
+            words=[f[0] for f in features],
+            prefixes=[f[1] for f in features],
+            suffixes=[f[2] for f in features],
+            tags=self.tag_vocab.encode(sentence.tags),
+            index=index,
+            source=source,
+            aligned=aligned,
+        )
+
+
+# ----------------------------------------------------------------------------- tensors
+
+
+class TaggingDataset(Dataset):
+    """Encoded sentences of one split; item ``i`` is an :class:`EncodedSentence`.
+    ``sentences`` keeps the :class:`TaggedSentence` strings (for figures and predictions)."""
+
+    def __init__(self, sentences: Sequence[TaggedSentence], encoder: SentenceEncoder) -> None:
+        self.sentences = list(sentences)
+        self.items = [encoder.encode(s, i) for i, s in enumerate(self.sentences)]
+        self.lengths = [len(item.words) for item in self.items]
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, index: int) -> EncodedSentence:
+        return self.items[index]
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(self.lengths)
+
+
+def collate_tagged(items: Sequence[EncodedSentence]) -> dict[str, torch.Tensor]:
+    """Pad encoded sentences into a batch of long tensors (padding id 0), trimmed to the batch's
+    longest sentence: ``words [B, T]``, ``prefixes [B, T, 4]``, ``suffixes [B, T, 4]``,
+    ``tags [B, T]``, ``lengths [B]``, ``index [B]``; if the items carry a source sentence (QE),
+    also ``aligned [B, T, A]`` (A = the largest number of source words aligned to one MT word in
+    the batch, at least 1), ``source [B, S]`` and ``source_lengths [B]``.
+    """
+    lengths = [len(item.words) for item in items]
+    width = max(lengths)
+    no_affix = [Vocab.PAD_ID] * AFFIX_ORDERS
+    shape = (len(items), width, AFFIX_ORDERS)
+    prefixes = [item.prefixes + [no_affix] * (width - len(item.words)) for item in items]
+    suffixes = [item.suffixes + [no_affix] * (width - len(item.words)) for item in items]
+    batch = {
+        "words": torch.tensor([_pad(item.words, width) for item in items], dtype=torch.long),
+        "prefixes": torch.tensor(prefixes, dtype=torch.long).view(shape),
+        "suffixes": torch.tensor(suffixes, dtype=torch.long).view(shape),
+        "tags": torch.tensor([_pad(item.tags, width) for item in items], dtype=torch.long),
+        "lengths": torch.tensor(lengths, dtype=torch.long),
+        "index": torch.tensor([item.index for item in items], dtype=torch.long),
+    }
+    if items[0].source is not None:
+        links = max(1, max(len(a) for item in items for a in item.aligned))
+        no_link = [Vocab.PAD_ID] * links
+        aligned = [
+            [_pad(a, links) for a in item.aligned] + [no_link] * (width - n)
+            for item, n in zip(items, lengths, strict=True)
+        ]
+        source_lengths = [len(item.source) for item in items]
+        source_width = max(1, max(source_lengths))
+        batch["aligned"] = torch.tensor(aligned, dtype=torch.long).view(len(items), width, links)
+        batch["source"] = torch.tensor(
+            [_pad(item.source, source_width) for item in items], dtype=torch.long
+        )
+        batch["source_lengths"] = torch.tensor(source_lengths, dtype=torch.long)
+    return batch
+
+
+def _pad(row: list[int], width: int) -> list[int]:
+    return row + [Vocab.PAD_ID] * (width - len(row))
+
+
+# ----------------------------------------------------------------------------- the hub
+
+
+class HubUnavailableError(RuntimeError):
+    """A Hugging Face dataset could not be loaded (offline, unreachable, unknown name, ...)."""
+
+
+def hub_offline() -> bool:
+    """True if ``HF_HUB_OFFLINE`` or ``HF_DATASETS_OFFLINE`` asks for offline mode."""
+    return any(
+        os.environ.get(name, "").strip().upper() in ("1", "ON", "YES", "TRUE")
+        for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+    )
+
+
+def _check_hub_reachable(timeout: float = 3.0) -> str | None:
+    """None if the hub endpoint accepts a TCP connection within ``timeout`` seconds (or a proxy
+    is configured, which we cannot probe), else the reason. Keeps an offline machine without the
+    offline variables from retrying for tens of seconds."""
+    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return None
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    url = urlparse(endpoint)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((url.hostname, port), timeout=timeout).close()
+    except OSError as error:
+        return f"{endpoint} is unreachable ({error})"
+    return None
+
+
+def load_hub_dataset(name: str, config: str | None, split: str, local_hint: str) -> Any:
+    """``datasets.load_dataset(name, config, split=split)``, failing fast with
+    :class:`HubUnavailableError` (whose message says to use local files: ``local_hint``) when
+    offline mode is on and the dataset is not cached, or when the hub is unreachable."""
+    where = f"Hugging Face dataset {name!r}" + (f" (config {config!r})" if config else "")
+    advice = f"Use local files instead: {local_hint}"
+    offline = hub_offline()
+    if not offline:
+        reason = _check_hub_reachable()
+        if reason is not None:
+            raise HubUnavailableError(f"cannot load the {where}: {reason}. {advice}")
+    try:
+        import datasets
+
+        return datasets.load_dataset(name, config, split=split)
+    except Exception as error:  # any failure gets the same advice
+        mode = (
+            "offline mode is on (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE) and it is not in the "
+            "local cache" if offline else "loading failed"
+        )
+        raise HubUnavailableError(
+            f"cannot load split {split!r} of the {where}: {mode} "
+            f"({type(error).__name__}: {error}). {advice}"
+        ) from error
+
+
+def label_names(features: Any, column: str) -> list[str] | None:
+    """The class names of a ``Sequence(ClassLabel)`` column of a hub dataset, or None."""
+    feature = features[column] if features is not None and column in features else None
+    inner = getattr(feature, "feature", None)
+    if isinstance(inner, dict):
+        return None
+    names = getattr(inner, "names", None)
+    return list(names) if names else None
+
+
+# ----------------------------------------------------------------------------- datamodule
+
+
+class TaggingDataModule(SplitDataModule):
+    """Base of the tagging DataModules: reads the three splits (local files or the hub), drops
+    long *training* sentences, builds the vocabularies and serves length-bucketed batches (see
+    the module docstring for the batch layout).
+
+    Args:
+        data_dir: the folder of the dataset's files. If None and ``hub_name`` is None, the
+            dataset's default folder under :func:`~datamodules.files.data_root`.
+        hub_name, hub_config: a Hugging Face dataset, used only when ``data_dir`` is None.
+            Offline (``HF_HUB_OFFLINE``/``HF_DATASETS_OFFLINE``, or no network) this fails fast
+            with :class:`HubUnavailableError` unless the dataset is in the local cache.
+        batch_size: sentences per batch.
+        bucket_batches: training batches sorted by length together (1 = no bucketing);
+            evaluation batches are drawn from the whole split sorted by length.
+        num_workers: DataLoader workers.
+        min_count: words and affixes seen fewer times in (kept) training sentences map to
+            ``<unk>``.
+        max_train_length: training sentences with more words are dropped (from training only;
+            the paper uses 50); None keeps all.
+        seed: base seed of the training batch order.
+
+    After :meth:`setup`: ``vocab``, ``affix_vocab``, ``tag_vocab`` (:class:`Vocab`),
+    ``datasets`` (``train``/``val``/``test`` :class:`TaggingDataset`), ``dropped_train``
+    (how many training sentences ``max_train_length`` removed) and ``split_sizes``
+    (``{split: (sentences, words)}`` as read, before that cut-off). Vocabularies are rebuilt from
+    the training data on every setup (deterministic: frequency, then string order).
+    """
+
+    #: sub-folder of :func:`data_root` used when neither ``data_dir`` nor ``hub_name`` is given
+    default_folder: str = ""
+    #: where the data comes from, appended to missing-file errors
+    source_hint: str = ""
+
+    def __init__(
+        self,
+        data_dir: str | None = None,
+        hub_name: str | None = None,
+        hub_config: str | None = None,
+        batch_size: int = 32,
+        bucket_batches: int = 50,
+        num_workers: int = 0,
+        min_count: int = 1,
+        max_train_length: int | None = 50,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        checks = (("batch_size", batch_size, 1), ("bucket_batches", bucket_batches, 1),
+                  ("num_workers", num_workers, 0), ("min_count", min_count, 1))
+        for name, value, low in checks:
+            if not isinstance(value, int) or value < low:
+                raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+        if max_train_length is not None and (not isinstance(max_train_length, int)
+                                             or max_train_length < 1):
+            raise ValueError("max_train_length must be None or an int >= 1, "
+                             f"got {max_train_length!r}")
+        self.save_hyperparameters()
+        self.datasets: dict[str, TaggingDataset] = {}
+        self.vocab: Vocab | None = None
+        self.affix_vocab: Vocab | None = None
+        self.tag_vocab: Vocab | None = None
+        self.dropped_train = 0
+        self.split_sizes: dict[str, tuple[int, int]] = {}
+
+    # -- to implement in subclasses
+
+    def expected_files(self) -> list[str]:
+        """File names that must be in the data folder."""
+        raise NotImplementedError
+
+    def read_local(self, folder: Path, split: str) -> list[TaggedSentence]:
+        """The sentences of ``split`` (``train``/``val``/``test``) from the files in ``folder``."""
+        raise NotImplementedError
+
+    def from_hub(self, rows: Any, features: Any) -> list[TaggedSentence]:
+        """Convert the rows of one hub split into sentences."""
+        raise NotImplementedError
+
+    # -- shared
+
+    @property
+    def uses_hub(self) -> bool:
+        return self.hparams.data_dir is None and self.hparams.hub_name is not None
+
+    def data_folder(self) -> Path:
+        """The local folder read (``data_dir`` or the default folder under ``data_root()``)."""
+        if self.hparams.data_dir is not None:
+            return Path(self.hparams.data_dir).expanduser()
+        return data_root() / self.default_folder
+
+    def _local_hint(self) -> str:
+        return (f"pass data_dir=<a folder with {', '.join(self.expected_files())}> "
+                f"(e.g. {data_root() / self.default_folder}) and leave hub_name unset.")
+
+    def _hub_split(self, split: str) -> list[TaggedSentence]:
+        h = self.hparams
+        dataset = load_hub_dataset(h.hub_name, h.hub_config, HUB_SPLITS[split], self._local_hint())
+        return self.from_hub(dataset, getattr(dataset, "features", None))
+
+    def read_split(self, split: str) -> list[TaggedSentence]:
+        """The sentences of one split, from the hub or the local folder."""
+        if self.uses_hub:
+            return self._hub_split(split)
+        return self.read_local(self.data_folder(), split)
+
+    def prepare_data(self) -> None:
+        """Hub only (rank 0): load every split once so that it is in the local cache."""
+        if self.uses_hub:
+            for split in SPLITS:
+                self._hub_split(split)
+
+    def setup(self, stage: str | None = None) -> None:
+        """Read the splits and build the vocabularies (once; later calls are no-ops)."""
+        if self.datasets:
+            return
+        if not self.uses_hub:
+            require_files(self.data_folder(), self.expected_files(), self.source_hint)
+        sentences = {split: self.read_split(split) for split in SPLITS}
+        self.split_sizes = {
+            split: (len(sentences[split]), sum(len(s.words) for s in sentences[split]))
+            for split in SPLITS
+        }
+        limit = self.hparams.max_train_length
+        if limit is not None:
+            kept = [s for s in sentences["train"] if len(s.words) <= limit]
+            self.dropped_train = len(sentences["train"]) - len(kept)
+            sentences["train"] = kept
+        if not sentences["train"]:
+            raise ValueError(f"{type(self).__name__}: no training sentences left "
+                             f"(max_train_length={limit})")
+        encoder = self.build_encoder(sentences)
+        self.datasets = {split: TaggingDataset(sentences[split], encoder) for split in SPLITS}
+
+    def build_encoder(self, sentences: dict[str, list[TaggedSentence]]) -> SentenceEncoder:
+        """Vocabularies from the training sentences (tags: every tag of every split, sorted, so
+        that a tag absent from training still has an id)."""
+        min_count = self.hparams.min_count
+        train_words = [w for s in sentences["train"] for w in s.words]
+        self.vocab = Vocab.build(train_words, min_count)
+        self.affix_vocab = build_affix_vocab(train_words, min_count)
+        tags = sorted({t for split in SPLITS for s in sentences[split] for t in s.tags})
+        self.tag_vocab = Vocab(tags, unk=False)
+        return SentenceEncoder(self.vocab, self.affix_vocab, self.tag_vocab)
+
+    def _loader(self, split: str, shuffle: bool = False) -> DataLoader:
+        """Length-bucketed batches (:class:`~datamodules.batching.BucketBatchSampler`): training
+        batches in random order, evaluation batches from the whole split, shortest first."""
+        if not self.datasets:
+            raise RuntimeError("call setup() before asking for a dataloader")
+        dataset = self.datasets[split]
+        indices = RandomSampler(dataset) if shuffle else SequentialSampler(dataset)
+        batches = BucketBatchSampler(
+            indices, self.hparams.batch_size, drop_last=False, lengths=dataset.lengths,
+            bucket_batches=self.hparams.bucket_batches if shuffle else max(1, len(dataset)),
+            shuffle=shuffle, seed=self.hparams.seed,
+        )
+        return DataLoader(
+            dataset, batch_sampler=batches, num_workers=self.hparams.num_workers,
+            collate_fn=collate_tagged,
+        )
+
+
+def sentences_from_columns(
+    rows: Iterable[dict], tokens_column: str, tags_column: str, names: list[str] | None,
+    convert: Callable[[list[str]], list[str]] | None = None,
+) -> list[TaggedSentence]:
+    """Hub rows with a token list and a tag list (ids into ``names``, or strings) -> sentences;
+    empty sentences are skipped; ``convert`` rewrites each sentence's tag list."""
+    sentences = []
+    for row in rows:
+        words = [str(w) for w in row[tokens_column]]
+        tags = [names[t] if names is not None else str(t) for t in row[tags_column]]
+        if convert is not None:
+            tags = convert(tags)
+        if words:
+            sentences.append(TaggedSentence(tuple(words), tuple(tags)))
+    return sentences

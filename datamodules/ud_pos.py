@@ -1,0 +1,143 @@
+"""Universal Dependencies POS tagging (UPOS) from CoNLL-U files, e.g. English-EWT.
+
+CoNLL-U (https://universaldependencies.org/format.html): comment lines start with ``#``; a word
+line has 10 tab-separated columns ``ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC``; a
+sentence ends with an empty line. Only syntactic words (integer IDs, 1, 2, ... in order) are kept:
+multiword-token ranges (``3-4``) and empty nodes (``8.1``) are skipped. The words are the FORM
+column and the tags the UPOS column. Files may be gzip-compressed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from .files import MalformedLine, open_text
+from .tagging import TaggedSentence, TaggingDataModule, label_names
+
+CONLLU_COLUMNS = 10
+ID, FORM, UPOS = 0, 1, 3
+
+
+def read_conllu(path: str | os.PathLike, encoding: str = "utf-8") -> list[TaggedSentence]:
+    """The ``(FORM, UPOS)`` sentences of a CoNLL-U file (plain or ``.gz``).
+
+    Raises :class:`~datamodules.files.MalformedLine` (naming ``file:line``) for a line with a
+    number of tab-separated columns other than 10, an ID that is not an integer, a range
+    ``a-b`` or a decimal ``a.b``, an integer ID out of sequence, or an empty FORM/UPOS.
+    """
+    return list(_iter_conllu(Path(path), encoding))
+
+
+def _iter_conllu(path: Path, encoding: str) -> Iterator[TaggedSentence]:
+    words: list[str] = []
+    tags: list[str] = []
+    with open_text(path, encoding) as lines:
+        for number, line in enumerate(lines, start=1):
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                if words:
+                    yield TaggedSentence(tuple(words), tuple(tags))
+                words, tags = [], []
+                continue
+            if line.startswith("#"):
+                continue
+            columns = line.split("\t")
+            if len(columns) != CONLLU_COLUMNS:
+                raise MalformedLine(path, number, f"expected {CONLLU_COLUMNS} tab-separated "
+                                    f"columns, found {len(columns)}: {line[:80]!r}")
+            word_id = columns[ID]
+            if _is_range(word_id) or _is_empty_node(word_id):
+                continue
+            if not word_id.isdigit():
+                raise MalformedLine(path, number, f"invalid ID {word_id!r} (expected an integer, "
+                                    "a range a-b or an empty node a.b)")
+            if int(word_id) != len(words) + 1:
+                raise MalformedLine(path, number, f"word ID {word_id} out of sequence "
+                                    f"(expected {len(words) + 1}; missing empty line?)")
+            form, upos = columns[FORM], columns[UPOS]
+            if not form or not upos or upos == "_":
+                raise MalformedLine(path, number, f"empty FORM or UPOS in {line[:80]!r}")
+            words.append(form)
+            tags.append(upos)
+    if words:
+        yield TaggedSentence(tuple(words), tuple(tags))
+
+
+def _is_range(word_id: str) -> bool:
+    low, sep, high = word_id.partition("-")
+    return bool(sep) and low.isdigit() and high.isdigit()
+
+
+def _is_empty_node(word_id: str) -> bool:
+    major, sep, minor = word_id.partition(".")
+    return bool(sep) and major.isdigit() and minor.isdigit()
+
+
+class UDPOSDataModule(TaggingDataModule):
+    """UPOS tagging on a Universal Dependencies treebank (default: English-EWT, whose folder
+    under :func:`~datamodules.files.data_root` is ``ud_english_ewt``).
+
+    Args:
+        train_file, val_file, test_file: CoNLL-U file names in ``data_dir`` (plain or ``.gz``).
+        encoding: of the files (CoNLL-U is UTF-8).
+        hub_name, hub_config: e.g. ``"universal_dependencies"``, ``"en_ewt"`` (columns
+            ``tokens`` and ``upos``), used only when ``data_dir`` is None.
+        Others: see :class:`~datamodules.tagging.TaggingDataModule`.
+
+    Batches: ``words [B, T]``, ``prefixes [B, T, 4]``, ``suffixes [B, T, 4]``, ``tags [B, T]``
+    (UPOS ids, 0 = padding), ``lengths [B]``, ``index [B]``.
+    """
+
+    default_folder = "ud_english_ewt"
+    source_hint = ("Universal Dependencies treebanks come from "
+                   "https://universaldependencies.org (e.g. github.com/UniversalDependencies/"
+                   "UD_English-EWT: en_ewt-ud-{train,dev,test}.conllu).")
+
+    def __init__(
+        self,
+        data_dir: str | None = None,
+        train_file: str = "en_ewt-ud-train.conllu.gz",
+        val_file: str = "en_ewt-ud-dev.conllu.gz",
+        test_file: str = "en_ewt-ud-test.conllu.gz",
+        encoding: str = "utf-8",
+        hub_name: str | None = None,
+        hub_config: str | None = "en_ewt",
+        batch_size: int = 32,
+        bucket_batches: int = 50,
+        num_workers: int = 0,
+        min_count: int = 1,
+        max_train_length: int | None = 50,
+        seed: int = 0,
+    ) -> None:
+        super().__init__(
+            data_dir=data_dir, hub_name=hub_name, hub_config=hub_config, batch_size=batch_size,
+            bucket_batches=bucket_batches, num_workers=num_workers, min_count=min_count,
+            max_train_length=max_train_length, seed=seed,
+        )
+
+    def _files(self) -> dict[str, str]:
+        h = self.hparams
+        return {"train": h.train_file, "val": h.val_file, "test": h.test_file}
+
+    def expected_files(self) -> list[str]:
+        return list(self._files().values())
+
+    def read_local(self, folder: Path, split: str) -> list[TaggedSentence]:
+        return read_conllu(folder / self._files()[split], self.hparams.encoding)
+
+    def from_hub(self, rows: Any, features: Any) -> list[TaggedSentence]:
+        """Rows with ``tokens`` and ``upos`` (class ids or strings); ``_`` tags (multiword
+        tokens, if the hub copy keeps them) are dropped with their token."""
+        names = label_names(features, "upos")
+        sentences = []
+        for row in rows:
+            pairs = [(str(w), names[t] if names is not None else str(t))
+                     for w, t in zip(row["tokens"], row["upos"], strict=True)]
+            pairs = [(w, t) for w, t in pairs if t != "_"]
+            if pairs:
+                words, tags = zip(*pairs, strict=True)
+                sentences.append(TaggedSentence(words, tags))
+        return sentences

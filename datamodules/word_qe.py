@@ -1,0 +1,196 @@
+"""Word-level quality estimation (WMT16/17 style, OpenKiwi file layout).
+
+A split ``P`` is four line-aligned files in one folder (UTF-8, tokens separated by spaces):
+``P.src`` (source sentence), ``P.mt`` (machine translation), ``P.tags`` (one ``OK``/``BAD`` tag
+per MT word, no gap tags) and ``P.align`` (``i-j`` pairs: source word i is aligned to MT word j,
+both 0-based). The words tagged are the MT words; every MT word also gets the source words
+aligned to it (``aligned [B, T, A]`` in the batch, ids in :attr:`WordQEDataModule.source_vocab`).
+
+Default splits: ``train``, ``dev`` and ``test``. When the test split has no tags file (as in the
+shared WMT17 en-de sample, whose test tags are withheld), the **test split (and predict) serve
+the dev split** with a warning; pass ``test_prefix="dev"`` to say so explicitly.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from lightning.pytorch.utilities import rank_zero_warn
+
+from .files import MalformedLine, open_text, require_files
+from .tagging import (
+    SentenceEncoder,
+    TaggedSentence,
+    TaggingDataModule,
+    Vocab,
+    label_names,
+)
+
+QE_TAGS = ("OK", "BAD")
+_PAIR = re.compile(r"^(\d+)-(\d+)$")
+EXTENSIONS = ("src", "mt", "tags", "align")
+
+
+def read_word_qe(prefix: str | os.PathLike, encoding: str = "utf-8") -> list[TaggedSentence]:
+    """The sentences of one split from ``{prefix}.src/.mt/.tags/.align``.
+
+    Raises :class:`~datamodules.files.MalformedLine` (naming ``file:line``) if the files have
+    different numbers of lines, a sentence is empty, the tag count differs from the MT word count,
+    a tag is not OK/BAD, or an alignment pair is not ``i-j`` with ``i`` < source length and
+    ``j`` < MT length.
+    """
+    prefix = Path(prefix)
+    paths = {ext: prefix.with_name(f"{prefix.name}.{ext}") for ext in EXTENSIONS}
+    lines = {}
+    for ext, path in paths.items():
+        with open_text(path, encoding) as handle:
+            lines[ext] = handle.read().split("\n")
+        if lines[ext] and lines[ext][-1] == "":  # the final newline
+            lines[ext].pop()
+    count = len(lines["mt"])
+    for ext in EXTENSIONS:
+        if len(lines[ext]) != count:
+            shorter = ext if len(lines[ext]) < count else "mt"
+            raise MalformedLine(paths[shorter], min(len(lines[ext]), count) + 1,
+                                f"{paths[ext].name} has {len(lines[ext])} lines but "
+                                f"{paths['mt'].name} has {count}; the files must be line-aligned")
+    sentences = []
+    for index in range(count):
+        number = index + 1
+        source = lines["src"][index].split()
+        mt = lines["mt"][index].split()
+        tags = lines["tags"][index].split()
+        if not source or not mt:
+            which = "src" if not source else "mt"
+            raise MalformedLine(paths[which], number, "empty sentence")
+        if len(tags) != len(mt):
+            raise MalformedLine(paths["tags"], number, f"{len(tags)} tags for {len(mt)} MT words "
+                                f"(one OK/BAD tag per MT word, no gap tags)")
+        for tag in tags:
+            if tag not in QE_TAGS:
+                raise MalformedLine(paths["tags"], number, f"invalid tag {tag!r} (OK or BAD)")
+        alignment = []
+        for pair in lines["align"][index].split():
+            match = _PAIR.match(pair)
+            if match is None:
+                raise MalformedLine(paths["align"], number,
+                                    f"invalid alignment {pair!r} (expected source-MT, e.g. 3-4)")
+            i, j = int(match.group(1)), int(match.group(2))
+            if i >= len(source) or j >= len(mt):
+                raise MalformedLine(paths["align"], number,
+                                    f"alignment {pair} out of range ({len(source)} source words, "
+                                    f"{len(mt)} MT words, 0-based)")
+            alignment.append((i, j))
+        sentences.append(TaggedSentence(tuple(mt), tuple(tags), tuple(source),
+                                        tuple(sorted(set(alignment)))))
+    return sentences
+
+
+class WordQEDataModule(TaggingDataModule):
+    """Word-level QE: OK/BAD tags over MT words, with source words and alignments.
+
+    Args:
+        data_dir: the folder of ``{prefix}.{src,mt,tags,align}`` (default: the shared
+            ``wmt_qe_word_en_de_sample`` folder under :func:`~datamodules.files.data_root`).
+        train_prefix, val_prefix, test_prefix: file-name stems of the splits. A test split
+            without a ``.tags`` file is replaced by the validation split (with a warning).
+        encoding: of the files.
+        hub_name, hub_config: e.g. ``"wmt/wmt20_mlqe_task2"``, ``"en-de"`` (columns
+            ``translation`` {src, tgt}, ``mt_tags`` with or without gap tags, ``alignments``),
+            used only when ``data_dir`` is None.
+        max_train_length: counts MT words.
+        Others: see :class:`~datamodules.tagging.TaggingDataModule`. The BAD weight of the loss
+        is a model hyper-parameter, not a data one.
+
+    After :meth:`setup` also ``source_vocab`` (source words of the training split, same
+    ``min_count``) and ``test_is_val`` (True when the test split serves the validation data).
+    Batches: ``words [B, T]``, ``prefixes [B, T, 4]``, ``suffixes [B, T, 4]`` (MT words),
+    ``tags [B, T]`` (ids of ``<pad>``/``BAD``/``OK`` in ``tag_vocab``), ``lengths [B]``,
+    ``index [B]``, ``aligned [B, T, A]``, ``source [B, S]``, ``source_lengths [B]``.
+    """
+
+    default_folder = "wmt_qe_word_en_de_sample"
+    source_hint = ("Word-level QE data (WMT16/WMT17 en-de: src, mt, tags, alignments) comes "
+                   "from the WMT quality-estimation shared tasks (https://www.statmt.org/wmt16/"
+                   "quality-estimation-task.html); OpenKiwi's layout is "
+                   "{split}.{src,mt,tags,align}.")
+
+    def __init__(
+        self,
+        data_dir: str | None = None,
+        train_prefix: str = "train",
+        val_prefix: str = "dev",
+        test_prefix: str = "test",
+        encoding: str = "utf-8",
+        hub_name: str | None = None,
+        hub_config: str | None = None,
+        batch_size: int = 32,
+        bucket_batches: int = 50,
+        num_workers: int = 0,
+        min_count: int = 1,
+        max_train_length: int | None = 50,
+        seed: int = 0,
+    ) -> None:
+        super().__init__(
+            data_dir=data_dir, hub_name=hub_name, hub_config=hub_config, batch_size=batch_size,
+            bucket_batches=bucket_batches, num_workers=num_workers, min_count=min_count,
+            max_train_length=max_train_length, seed=seed,
+        )
+        self.source_vocab: Vocab | None = None
+        self.test_is_val = False
+
+    def _prefixes(self) -> dict[str, str]:
+        h = self.hparams
+        return {"train": h.train_prefix, "val": h.val_prefix, "test": h.test_prefix}
+
+    def expected_files(self) -> list[str]:
+        prefixes = self._prefixes()
+        names = [f"{prefixes[s]}.{ext}" for s in ("train", "val") for ext in EXTENSIONS]
+        return list(dict.fromkeys(names))
+
+    def read_local(self, folder: Path, split: str) -> list[TaggedSentence]:
+        prefix = self._prefixes()[split]
+        if split == "test":
+            if not (folder / f"{prefix}.tags").is_file():
+                return self._test_from_val(f"{folder / prefix}.tags does not exist")
+            require_files(folder, [f"{prefix}.{ext}" for ext in EXTENSIONS], self.source_hint)
+        return read_word_qe(folder / prefix, self.hparams.encoding)
+
+    def _test_from_val(self, why: str) -> list[TaggedSentence]:
+        rank_zero_warn(f"{type(self).__name__}: the test split has no tags ({why}); the test "
+                       "split serves the validation data.")
+        self.test_is_val = True
+        return self.read_split("val")
+
+    def from_hub(self, rows: Any, features: Any) -> list[TaggedSentence]:
+        """Rows with ``translation`` ({source language: str, target language: str}, languages
+        from ``hub_config`` ``"src-tgt"``), ``mt_tags`` (N word tags or 2N+1 with gaps) and
+        ``alignments`` ([[i, j], ...]). A split without tags serves the validation data."""
+        config = self.hparams.hub_config or ""
+        source_lang, _, target_lang = config.partition("-")
+        if not target_lang:
+            raise ValueError(f"hub_config must name the language pair as 'src-tgt', got {config!r}")
+        names = label_names(features, "mt_tags")
+        sentences = []
+        for row in rows:
+            source = tuple(row["translation"][source_lang].split())
+            mt = tuple(row["translation"][target_lang].split())
+            tags = [names[t] if names is not None else str(t) for t in row["mt_tags"]]
+            if not tags:
+                return self._test_from_val("the hub split has no mt_tags")
+            if len(tags) == 2 * len(mt) + 1:
+                tags = tags[1::2]
+            alignment = tuple(sorted({(int(i), int(j)) for i, j in row["alignments"]}))
+            sentences.append(TaggedSentence(mt, tuple(tags), source, alignment))
+        return sentences
+
+    def build_encoder(self, sentences: dict[str, list[TaggedSentence]]) -> SentenceEncoder:
+        encoder = super().build_encoder(sentences)
+        self.tag_vocab = encoder.tag_vocab = Vocab(sorted(QE_TAGS), unk=False)  # BAD 1, OK 2
+        source_words = [w for s in sentences["train"] for w in s.source]
+        self.source_vocab = Vocab.build(source_words, self.hparams.min_count)
+        encoder.source_vocab = self.source_vocab
+        return encoder
