@@ -1,0 +1,242 @@
+"""The word encoder of the neural easy-first taggers (Martins & Kreutzer 2017, §5.1, §5.3) and a
+loader for pretrained word vectors in the usual text formats.
+
+Input of one word (POS / NER): ``concat(E_word[w], sum_n E_prefix[prefix_n(w)],
+sum_n E_suffix[suffix_n(w)])`` with ``n = 1..4``; with the paper's sizes 64 + 50 + 50 = 164.
+Prefixes and suffixes use two embedding tables (the authors' code keeps them apart) indexed by
+ids of one shared affix vocabulary; id 0 (pad / absent affix) embeds to 0. For word-level QE
+the affixes are dropped and the mean embedding of the source words aligned to each target word
+is concatenated instead (64 + 64 = 128 in the paper). Then dropout, a BiLSTM (50 units per
+direction) and dropout again.
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+from ..encoders import BiLSTMEncoder, lengths_to_mask
+
+__all__ = ["TaggingEncoder", "load_pretrained_vectors"]
+
+
+class TaggingEncoder(nn.Module):
+    """Word (+ affix, + aligned source word) embeddings -> dropout -> BiLSTM -> dropout.
+
+    Args:
+        vocab_size: word vocabulary size (id 0 = padding, embeds to 0; 1 = unknown).
+        affix_vocab_size: size of the affix n-gram vocabulary (0 when ``use_affixes=False``).
+        source_vocab_size: size of the source-word vocabulary for QE; 0 (default) = no source.
+        word_dim, affix_dim, source_dim: embedding sizes (paper: 64, 50, 64).
+        hidden_dim: BiLSTM units per direction (paper: 50); ``output_dim = 2 * hidden_dim``.
+        use_affixes: add the summed prefix and the summed suffix embeddings.
+        dropout: applied to the input vectors and to the BiLSTM states.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        affix_vocab_size: int = 0,
+        source_vocab_size: int = 0,
+        word_dim: int = 64,
+        affix_dim: int = 50,
+        source_dim: int = 64,
+        hidden_dim: int = 50,
+        use_affixes: bool = True,
+        dropout: float = 0.2,
+    ) -> None:
+        super().__init__()
+        if use_affixes and affix_vocab_size <= 0:
+            raise ValueError("TaggingEncoder: use_affixes=True needs affix_vocab_size > 0")
+        self.word_embedding = nn.Embedding(vocab_size, word_dim, padding_idx=0)
+        self.use_affixes = use_affixes
+        self.prefix_embedding = self.suffix_embedding = None
+        input_dim = word_dim
+        if use_affixes:
+            self.prefix_embedding = nn.Embedding(affix_vocab_size, affix_dim, padding_idx=0)
+            self.suffix_embedding = nn.Embedding(affix_vocab_size, affix_dim, padding_idx=0)
+            input_dim += 2 * affix_dim
+        self.source_embedding = None
+        if source_vocab_size > 0:
+            self.source_embedding = nn.Embedding(source_vocab_size, source_dim, padding_idx=0)
+            input_dim += source_dim
+        self.input_dim = input_dim
+        self.dropout = nn.Dropout(dropout)
+        self.rnn = BiLSTMEncoder(input_dim, hidden_dim)
+        self.output_dim = 2 * hidden_dim
+
+    @torch.no_grad()
+    def init_word_embeddings(self, matrix: Tensor) -> None:
+        """Copy ``matrix [vocab_size, word_dim]`` (e.g. from :func:`load_pretrained_vectors`)
+        into the word embeddings; the padding row stays 0. The vectors are fine-tuned."""
+        weight = self.word_embedding.weight
+        if tuple(matrix.shape) != tuple(weight.shape):
+            raise ValueError(f"TaggingEncoder: pretrained matrix of shape {list(matrix.shape)} "
+                             f"does not match the word embeddings {list(weight.shape)}")
+        weight.copy_(matrix)
+        weight[0].zero_()
+
+    def embed(
+        self,
+        words: Tensor,
+        prefixes: Tensor | None = None,
+        suffixes: Tensor | None = None,
+        aligned: Tensor | None = None,
+    ) -> Tensor:
+        """The input vector of every word ``[B, T, input_dim]`` (before dropout).
+
+        ``words [B, T]``; ``prefixes``/``suffixes [B, T, n]`` affix ids (0 = absent);
+        ``aligned [B, T, A]`` source-word ids (0 = padding; a word with no alignment gets 0).
+        """
+        parts = [self.word_embedding(words)]
+        if self.use_affixes:
+            if prefixes is None or suffixes is None:
+                raise ValueError("TaggingEncoder: use_affixes=True needs prefixes and suffixes")
+            parts.append(self.prefix_embedding(prefixes).sum(-2))
+            parts.append(self.suffix_embedding(suffixes).sum(-2))
+        if self.source_embedding is not None:
+            if aligned is None:
+                raise ValueError("TaggingEncoder: a source vocabulary is set, so the batch needs "
+                                 "'aligned' [B, T, A] source-word ids")
+            count = (aligned != 0).sum(-1, keepdim=True).clamp_min(1)
+            parts.append(self.source_embedding(aligned).sum(-2) / count)
+        return torch.cat(parts, dim=-1)
+
+    def forward(
+        self,
+        words: Tensor,
+        lengths: Tensor,
+        prefixes: Tensor | None = None,
+        suffixes: Tensor | None = None,
+        aligned: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        """``words [B, T]``, ``lengths [B]`` (+ optional inputs, see :meth:`embed`) ->
+        ``(states [B, T, 2H] (0 at padding), mask [B, T] bool)``."""
+        mask = lengths_to_mask(lengths, words.shape[1])
+        inputs = self.dropout(self.embed(words, prefixes, suffixes, aligned))
+        states = self.dropout(self.rnn(inputs, lengths))
+        return states * mask[..., None], mask
+
+
+# ---------------------------------------------------------------------- pretrained vectors
+
+
+def _parse_float(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _is_int(text: str) -> bool:
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True
+
+
+def load_pretrained_vectors(
+    path: str | Path,
+    vocab_tokens: Sequence[str],
+    dim: int,
+    *,
+    lowercase_fallback: bool = True,
+    padding_idx: int | None = 0,
+    seed: int = 0,
+) -> tuple[Tensor, int]:
+    """Initial word-embedding matrix from a text file of word vectors.
+
+    Formats: one ``token v_1 ... v_dim`` per line separated by spaces or tabs (GloVe, word2vec
+    text, Polyglot vectors dumped as text), optionally after a word2vec header ``N D``; ``.gz``
+    files are read compressed. A token may contain spaces (GloVe 840B): the last ``dim`` fields
+    are the vector. The first occurrence of a token wins.
+
+    Args:
+        path: the vector file.
+        vocab_tokens: the vocabulary, ``vocab_tokens[i]`` is the token of id ``i``.
+        dim: the expected vector size (must match the file).
+        lowercase_fallback: a token not in the file takes the vector of its lowercased form.
+        padding_idx: this row is set to 0 (``None``: no padding row).
+        seed: seeds the random rows of tokens not found, drawn from ``N(0, sigma^2)`` with sigma
+            the standard deviation of the found vectors' entries (1 when none is found).
+
+    Returns:
+        ``(matrix [len(vocab_tokens), dim] float32, number of vocabulary tokens found)``
+        (the padding row is not counted).
+
+    Raises:
+        ValueError: ``file:line`` of a malformed line (too few fields, a value that is not a
+            finite number, undecodable UTF-8) or of a dimension mismatch (header or vector).
+        FileNotFoundError: ``path`` does not exist.
+    """
+    path = Path(path)
+    if dim <= 0:
+        raise ValueError(f"load_pretrained_vectors: dim must be positive, got {dim}")
+    index: dict[str, list[int]] = {}
+    for i, token in enumerate(vocab_tokens):
+        if i != padding_idx:
+            index.setdefault(token, []).append(i)
+    lowered: dict[str, list[int]] = {}
+    if lowercase_fallback:
+        for token, ids in index.items():
+            if token.lower() != token:
+                lowered.setdefault(token.lower(), []).extend(ids)
+
+    exact: dict[int, list[float]] = {}
+    fallback: dict[int, list[float]] = {}
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            where = f"{path}:{number}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise ValueError(f"{where}: not valid UTF-8 ({error.reason})") from None
+            fields = line.rstrip("\r\n").split()
+            if not fields:
+                continue
+            if number == 1 and len(fields) == 2 and dim != 1 and all(map(_is_int, fields)):
+                if int(fields[1]) != dim:
+                    raise ValueError(f"{where}: the header says vectors of size {fields[1]}, "
+                                     f"expected {dim}")
+                continue
+            found = len(fields) - 1
+            if found < dim:
+                raise ValueError(f"{where}: expected a token and {dim} values, found {found} "
+                                 "values (malformed line or dimension mismatch)")
+            if found > dim and all(_parse_float(f) is not None for f in fields[1:found - dim + 1]):
+                raise ValueError(f"{where}: found {found} values, expected {dim} "
+                                 "(dimension mismatch)")
+            token = " ".join(fields[: len(fields) - dim])
+            if token not in index and token not in lowered:
+                continue
+            texts = fields[len(fields) - dim:]
+            values = [_parse_float(f) for f in texts]
+            if any(v is None for v in values):
+                bad = texts[values.index(None)]
+                raise ValueError(f"{where}: {bad!r} is not a finite number")
+            for i in index.get(token, ()):
+                exact.setdefault(i, values)
+            for i in lowered.get(token, ()):
+                fallback.setdefault(i, values)
+
+    vectors = {**fallback, **exact}
+    generator = torch.Generator().manual_seed(seed)
+    if vectors:
+        known = torch.tensor(list(vectors.values()), dtype=torch.float32)
+        sigma = float(known.std()) if known.numel() > 1 else 1.0
+    else:
+        sigma = 1.0
+    matrix = torch.randn(len(vocab_tokens), dim, generator=generator) * sigma
+    for i, values in vectors.items():
+        matrix[i] = torch.tensor(values, dtype=torch.float32)
+    if padding_idx is not None and 0 <= padding_idx < len(vocab_tokens):
+        matrix[padding_idx] = 0
+    return matrix, len(vectors)

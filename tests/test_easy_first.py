@@ -1,0 +1,363 @@
+"""Neural easy-first taggers: shapes, masking invariance for every attention and update, the
+attention constraints (simplex rows, csoftmax evenness, fixed orders, vanilla coverage), the
+BiLSTM special case, losses, a few training steps, and the pretrained-vector loader."""
+
+from __future__ import annotations
+
+import gzip
+
+import pytest
+import torch
+
+from lit_structattn.models.easy_first import ATTENTIONS, EasyFirstTagger
+from lit_structattn.models.tagging_encoder import TaggingEncoder, load_pretrained_vectors
+
+VOCAB, AFFIXES, SOURCE, TAGS = 30, 40, 20, 6
+SMALL = dict(word_dim=8, affix_dim=6, source_dim=5, hidden_dim=5, sketch_dim=6,
+             preattention_dim=7)
+
+
+def make_tagger(seed=0, **kwargs):
+    torch.manual_seed(seed)
+    options = dict(SMALL, dropout=0.0)
+    options.update(kwargs)
+    return EasyFirstTagger(VOCAB, TAGS, AFFIXES, **options).eval()
+
+
+def make_batch(lengths, extra=0, seed=1, aligned=False):
+    """A padded batch (ids 0 at padding) with ``extra`` columns of padding beyond the longest."""
+    generator = torch.Generator().manual_seed(seed)
+    lengths = torch.tensor(lengths)
+    batch, length = len(lengths), int(lengths.max()) + extra
+    mask = torch.arange(length)[None, :] < lengths[:, None]
+    words = torch.randint(1, VOCAB, (batch, length), generator=generator) * mask
+    prefixes = torch.randint(0, AFFIXES, (batch, length, 4), generator=generator) * mask[..., None]
+    suffixes = torch.randint(0, AFFIXES, (batch, length, 4), generator=generator) * mask[..., None]
+    tags = torch.randint(1, TAGS, (batch, length), generator=generator) * mask
+    out = dict(words=words, lengths=lengths, prefixes=prefixes, suffixes=suffixes)
+    if aligned:
+        out["aligned"] = torch.randint(0, SOURCE, (batch, length, 3), generator=generator) \
+            * mask[..., None]
+    return out, tags
+
+
+def select(batch, b):
+    """Sentence ``b`` of ``batch`` alone, cut to its length."""
+    n = int(batch["lengths"][b])
+    return {k: (v[b:b + 1] if k == "lengths" else v[b:b + 1, :n]) for k, v in batch.items()}
+
+
+LENGTHS = [5, 2, 7, 1]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny tensors: one intra-op thread is faster and immune to a busy machine's stalls."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_shapes():
+    batch, _ = make_batch(LENGTHS, extra=2)
+    model = make_tagger(steps=3)
+    out = model(**batch)
+    assert out.scores.shape == (4, 9, TAGS)
+    assert out.attention.shape == (4, 3, 9)
+    assert out.sketches.shape == (4, 9, 6)
+    assert out.steps.tolist() == [3, 2, 3, 1]
+    out = make_tagger(steps="L")(**batch)
+    assert out.attention.shape == (4, 7, 9)
+    assert out.steps.tolist() == LENGTHS
+    assert out.cumulative_attention.shape == (4, 7, 9)
+
+
+@pytest.mark.parametrize("steps", [3, "L"])
+@pytest.mark.parametrize("update", ["full", "single"])
+@pytest.mark.parametrize("attention", ATTENTIONS)
+def test_masking_invariance_and_simplex(attention, update, steps):
+    batch, _ = make_batch(LENGTHS, extra=2)
+    model = make_tagger(attention=attention, update=update, steps=steps, penalty=2.0)
+    with torch.no_grad():
+        out = model(**batch)
+    mask = out.mask
+    for b, n in enumerate(LENGTHS):
+        alone = model(**select(batch, b))
+        taken = int(out.steps[b])
+        assert taken == (n if steps == "L" else min(steps, n))
+        torch.testing.assert_close(out.scores[b, :n], alone.scores[0], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(out.attention[b, :taken, :n], alone.attention[0],
+                                   atol=1e-5, rtol=1e-5)
+        assert torch.all(out.attention[b, taken:] == 0)
+    # every step a sentence takes is a distribution over its words, exactly 0 at padding
+    att = out.attention
+    assert torch.all(att >= 0)
+    assert torch.all(att.masked_select(~mask[:, None, :].expand_as(att)) == 0)
+    taken = torch.arange(att.shape[1])[None, :] < out.steps[:, None]
+    sums = att.sum(-1)
+    torch.testing.assert_close(sums[taken], torch.ones(int(taken.sum())), atol=1e-5, rtol=0)
+    assert torch.all(sums[~taken] == 0)
+
+
+@pytest.mark.parametrize("scale", [1.0, 20.0])
+@pytest.mark.parametrize("steps", [3, "L"])
+@pytest.mark.parametrize("update", ["full", "single"])
+def test_csoftmax_evenness(update, steps, scale):
+    batch, _ = make_batch(LENGTHS, extra=1, seed=3)
+    model = make_tagger(attention="csoftmax", update=update, steps=steps, seed=4)
+    with torch.no_grad():
+        model.decoder.v.weight.mul_(scale)  # sharper scores: the bounds become active
+        out = model(**batch)
+    beta = out.cumulative_attention
+    assert float(beta.max()) <= 1 + 1e-5
+    taken = torch.tensor([n if steps == "L" else min(steps, n) for n in LENGTHS])
+    torch.testing.assert_close(beta[:, -1].sum(-1), taken.to(beta.dtype), atol=1e-4, rtol=0)
+    if steps == "L":  # every word is covered exactly once
+        torch.testing.assert_close(beta[:, -1], out.mask.to(beta.dtype), atol=1e-4, rtol=0)
+
+
+def test_fixed_orders():
+    batch, _ = make_batch(LENGTHS, extra=1)
+    eye = torch.eye(8)
+    for name in ("left_to_right", "right_to_left"):
+        out = make_tagger(attention=name, steps="L")(**batch)
+        for b, n in enumerate(LENGTHS):
+            order = range(n) if name == "left_to_right" else range(n - 1, -1, -1)
+            expected = torch.stack([eye[i] for i in order])
+            assert torch.equal(out.attention[b, :n], expected)
+    out = make_tagger(attention="uniform", steps=2)(**batch)
+    assert torch.allclose(out.attention[0, 1, :5], torch.full((5,), 0.2))
+
+
+def test_vanilla_covers_every_word_once():
+    batch, _ = make_batch(LENGTHS, extra=1)
+    for criterion in ("score", "probability"):
+        out = make_tagger(attention="vanilla", steps="L", vanilla_criterion=criterion)(**batch)
+        att = out.attention
+        assert set(att.unique().tolist()) <= {0.0, 1.0}
+        assert torch.equal(att.sum(1), out.mask.float())  # each word exactly once
+        taken = torch.arange(att.shape[1])[None, :] < out.steps[:, None]
+        assert torch.equal(att.sum(-1), taken.float())  # one word per step
+
+
+def test_vanilla_picks_the_best_scored_word_first():
+    batch, _ = make_batch([6], seed=5)
+    model = make_tagger(attention="vanilla", steps=1)
+    out = model(**batch)
+    states, _ = model.encoder(**{k: batch[k] for k in ("words", "lengths", "prefixes",
+                                                      "suffixes")})
+    decoder = model.decoder
+    pre_s = decoder.state_map(states.transpose(1, 2)).transpose(1, 2)  # sketches are 0
+    scores = model._scores(model._features(states, torch.tanh(pre_s)))
+    assert int(out.attention[0, 0].argmax()) == int(scores[0].max(-1).values.argmax())
+
+
+def test_steps_zero_is_a_bilstm_tagger():
+    batch, _ = make_batch(LENGTHS, extra=1)
+    model = make_tagger(steps=0)
+    assert model.decoder is None and model.output.in_features == 10
+    out = model(**batch)
+    states, mask = model.encoder(**batch)
+    expected = model.output(states)
+    expected[..., 0] = -1e4  # the padding tag is never predicted
+    torch.testing.assert_close(out.scores, expected)
+    assert out.attention.shape == (4, 0, 8) and out.sketches is None
+    with pytest.raises(ValueError, match="concat"):
+        make_tagger(steps=0, concat=False)
+
+
+def test_no_concat_features():
+    model = make_tagger(steps=2, concat=False)
+    assert model.output.in_features == SMALL["sketch_dim"]
+    batch, _ = make_batch(LENGTHS)
+    assert model(**batch).scores.shape == (4, 7, TAGS)
+
+
+def test_qe_encoder_with_aligned_source_words():
+    batch, _ = make_batch(LENGTHS, extra=1, aligned=True)
+    del batch["prefixes"], batch["suffixes"]
+    torch.manual_seed(0)
+    model = EasyFirstTagger(VOCAB, TAGS, 0, SOURCE, use_affixes=False, steps=5,
+                            **dict(SMALL, dropout=0.0)).eval()
+    assert model.encoder.input_dim == SMALL["word_dim"] + SMALL["source_dim"]
+    out = model(**batch)
+    for b, n in enumerate(LENGTHS):
+        alone = model(**select(batch, b))
+        torch.testing.assert_close(out.scores[b, :n], alone.scores[0], atol=1e-5, rtol=1e-5)
+    # the source part is the mean of the aligned words' embeddings (0 if none)
+    enc = model.encoder
+    aligned = torch.tensor([[[3, 5, 0], [0, 0, 0]]])
+    x = enc.embed(torch.tensor([[2, 4]]), aligned=aligned)[..., SMALL["word_dim"]:]
+    table = enc.source_embedding.weight
+    torch.testing.assert_close(x[0, 0], (table[3] + table[5]) / 2)
+    assert torch.all(x[0, 1] == 0)
+
+
+def test_encoder_dimensions_follow_the_paper():
+    enc = TaggingEncoder(100, 50)
+    assert enc.input_dim == 64 + 50 + 50 == 164 and enc.output_dim == 100
+    enc = TaggingEncoder(100, 0, 80, use_affixes=False)
+    assert enc.input_dim == 128
+
+
+@pytest.mark.parametrize("crf", [False, True])
+def test_loss_ignores_padding_and_predict(crf):
+    batch, tags = make_batch(LENGTHS, extra=2)
+    model = make_tagger(steps=3, crf=crf, tag_weights=[1, 1, 5, 1, 1, 1])
+    if crf:
+        with torch.no_grad():
+            model.transition.normal_()
+            model.start.normal_()
+            model.end.normal_()
+    out = model(**batch)
+    per_sentence = model.loss(out, tags, batch["lengths"], reduction="none")
+    noisy = tags.masked_fill(~out.mask, 3)
+    torch.testing.assert_close(model.loss(out, noisy, batch["lengths"], reduction="none"),
+                               per_sentence)
+    for b, n in enumerate(LENGTHS):
+        alone = model(**select(batch, b))
+        torch.testing.assert_close(model.loss(alone, tags[b:b + 1, :n], reduction="none")[0],
+                                   per_sentence[b], atol=1e-4, rtol=1e-5)
+    torch.testing.assert_close(model.loss(out, tags, batch["lengths"]), per_sentence.mean())
+    pred = model.predict(out, batch["lengths"])
+    assert pred.shape == tags.shape
+    assert torch.all(pred[~out.mask] == 0) and torch.all(pred[out.mask] > 0)
+    if not crf:
+        # weighted cross-entropy by hand
+        logp = out.scores.log_softmax(-1).gather(-1, tags[..., None])[..., 0]
+        weights = torch.tensor([1.0, 1, 5, 1, 1, 1])[tags]
+        manual = -(logp * weights * out.mask).sum(-1)
+        torch.testing.assert_close(per_sentence, manual)
+
+
+def test_crf_loss_against_enumeration():
+    """CRF loss without weights: -log p(gold) with start/end scores, by brute force."""
+    import itertools
+
+    batch, tags = make_batch([3], seed=7)
+    model = make_tagger(steps=2, crf=True, pad_tag=None)
+    with torch.no_grad():
+        model.transition.normal_()
+        model.start.normal_()
+        model.end.normal_()
+    out = model(**batch)
+    e, tr, st, en = out.scores[0].double(), model.transition.double(), model.start, model.end
+
+    def score(y):
+        s = st[y[0]] + en[y[-1]] + sum(e[i, y[i]] for i in range(3))
+        return s + sum(tr[y[i], y[i + 1]] for i in range(2))
+
+    log_z = torch.logsumexp(torch.stack([score(y) for y in itertools.product(range(TAGS),
+                                                                              repeat=3)]), 0)
+    expected = log_z - score(tags[0].tolist())
+    torch.testing.assert_close(model.loss(out, tags).double(), expected, atol=1e-4, rtol=1e-5)
+    best = max(itertools.product(range(TAGS), repeat=3), key=lambda y: float(score(y).detach()))
+    assert model.predict(out).tolist() == [list(best)]
+
+
+@pytest.mark.parametrize("attention", ATTENTIONS)
+def test_gradients_are_finite(attention):
+    batch, tags = make_batch(LENGTHS, extra=1)
+    model = make_tagger(attention=attention, steps="L", crf=True).train()
+    loss = model.loss(model(**batch), tags, batch["lengths"])
+    loss.backward()
+    for name, p in model.named_parameters():
+        assert p.grad is None or torch.isfinite(p.grad).all(), name
+
+
+@pytest.mark.parametrize("crf", [False, True])
+def test_adagrad_reduces_the_loss(crf):
+    batch, tags = make_batch([6, 4, 5], seed=11)
+    model = make_tagger(attention="csoftmax", update="full", steps="L", crf=crf).train()
+    optimizer = torch.optim.Adagrad(model.parameters(), lr=0.1)
+    losses = []
+    for _ in range(25):
+        optimizer.zero_grad()
+        loss = model.loss(model(**batch), tags, batch["lengths"])
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+        optimizer.step()
+        losses.append(float(loss.detach()))
+    assert losses[-1] < 0.3 * losses[0], losses
+
+
+def test_invalid_arguments():
+    with pytest.raises(ValueError, match="unknown attention"):
+        make_tagger(attention="hardmax")
+    with pytest.raises(ValueError, match="unknown update"):
+        make_tagger(update="both")
+    with pytest.raises(ValueError, match="steps"):
+        make_tagger(steps=-1)
+    with pytest.raises(ValueError, match="steps"):
+        make_tagger(steps="N")
+    with pytest.raises(ValueError, match="tag_weights"):
+        make_tagger(tag_weights=[1, 5])
+
+
+# ---------------------------------------------------------------------- pretrained vectors
+
+
+def write(path, lines, compress=False):
+    data = ("\n".join(lines) + "\n").encode("utf-8")
+    if compress:
+        path.write_bytes(gzip.compress(data))
+    else:
+        path.write_bytes(data)
+    return path
+
+
+VOCAB_TOKENS = ["<pad>", "<unk>", "the", "Paris", "cat", ". . .", "missing"]
+
+
+@pytest.mark.parametrize("style", ["glove", "word2vec", "tabs", "gzip"])
+def test_pretrained_vectors(tmp_path, style):
+    lines = ["the 0.1 0.2 0.3", "paris 1 2 3", "cat -1e-1 0 2.5", ". . . 7 8 9", "dog 4 4 4",
+             "the 9 9 9"]
+    if style == "word2vec":
+        lines = ["6 3"] + lines
+    if style == "tabs":
+        lines = [line.replace(" ", "\t", 1) if not line.startswith(".") else line
+                 for line in lines]
+    name = "vectors.txt.gz" if style == "gzip" else "vectors.txt"
+    path = write(tmp_path / name, lines, compress=style == "gzip")
+    matrix, found = load_pretrained_vectors(path, VOCAB_TOKENS, 3)
+    assert matrix.shape == (7, 3) and matrix.dtype == torch.float32
+    assert found == 4  # the, Paris (lowercase fallback), cat, ". . ."
+    torch.testing.assert_close(matrix[2], torch.tensor([0.1, 0.2, 0.3]))  # first one wins
+    torch.testing.assert_close(matrix[3], torch.tensor([1.0, 2, 3]))
+    torch.testing.assert_close(matrix[4], torch.tensor([-0.1, 0, 2.5]))
+    torch.testing.assert_close(matrix[5], torch.tensor([7.0, 8, 9]))
+    assert torch.all(matrix[0] == 0)
+    assert torch.all(matrix[6] != 0)  # random initialisation of words not found
+    again, _ = load_pretrained_vectors(path, VOCAB_TOKENS, 3)
+    assert torch.equal(matrix, again)
+    _, found = load_pretrained_vectors(path, VOCAB_TOKENS, 3, lowercase_fallback=False)
+    assert found == 3
+    encoder = TaggingEncoder(7, 5, word_dim=3, affix_dim=2, hidden_dim=2)
+    encoder.init_word_embeddings(matrix)
+    assert torch.equal(encoder.word_embedding.weight.data, matrix)
+
+
+@pytest.mark.parametrize(
+    "lines, line_no, message",
+    [
+        (["the 0.1 0.2 0.3", "cat 0.1 oops 0.3"], 2, "not a finite number"),
+        (["the 0.1 0.2 0.3", "cat 0.1 0.2"], 2, "expected a token and 3 values"),
+        (["the 0.1 0.2 0.3 0.4", "cat 1 2 3 4"], 1, "dimension mismatch"),
+        (["2 4", "the 0.1 0.2 0.3 0.4"], 1, "header says vectors of size 4"),
+        (["the 0.1 0.2 0.3", "cat 1 nan 3"], 2, "not a finite number"),
+    ],
+)
+def test_pretrained_vectors_errors(tmp_path, lines, line_no, message):
+    path = write(tmp_path / "bad.txt", lines)
+    with pytest.raises(ValueError, match=message) as info:
+        load_pretrained_vectors(path, VOCAB_TOKENS + ["cat"], 3)
+    assert f"bad.txt:{line_no}:" in str(info.value)
+
+
+def test_pretrained_vectors_bad_utf8(tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_bytes(b"the 1 2 3\ncat\xff 1 2 3\n")
+    with pytest.raises(ValueError, match=r"bad.txt:2: not valid UTF-8"):
+        load_pretrained_vectors(path, VOCAB_TOKENS, 3)
