@@ -11,7 +11,7 @@ from lightning.pytorch.callbacks import BasePredictionWriter
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_info
 
-from .figures import plot_attention, plot_parse
+from .figures import plot_figure
 
 
 class AttentionFigures(L.Callback):
@@ -19,8 +19,9 @@ class AttentionFigures(L.Callback):
     ``num_examples`` validation examples to TensorBoard as figures.
 
     The LightningModule provides ``attention_figures(batch, vocab, limit)`` returning a list of
-    ``(tag, AttentionMap | (tokens, heads))``; heatmaps and parses are drawn from those. Does
-    nothing when there is no TensorBoard logger or the module has no such method.
+    ``(tag, item)`` with items that :func:`~lit_structattn.figures.plot_figure` draws (heatmaps,
+    raindrop plots, parses). Does nothing when there is no TensorBoard logger or the module has
+    no such method.
     """
 
     def __init__(self, num_examples: int = 2, every_n_epochs: int = 1) -> None:
@@ -42,7 +43,7 @@ class AttentionFigures(L.Callback):
         batch = pl_module.transfer_batch_to_device(next(iter(loader)), pl_module.device, 0)
         vocab = getattr(trainer.datamodule, "vocab", None)
         for tag, item in pl_module.attention_figures(batch, vocab, self.num_examples):
-            figure = plot_attention(item) if hasattr(item, "weights") else plot_parse(*item)
+            figure = plot_figure(item)
             logger.experiment.add_figure(tag, figure, global_step=trainer.global_step)
             plt.close(figure)
 

@@ -53,7 +53,10 @@ def resolve_checkpoint(alias: str, root: Path) -> str:
     if alias == "last":
         return str(found[-1])
     states = torch.load(found[-1], map_location="cpu", weights_only=False).get("callbacks", {})
-    best = [s.get("best_model_path") for k, s in states.items() if "ModelCheckpoint" in k]
+    best = [  # from the checkpoint callbacks that monitor a metric
+        s.get("best_model_path") for k, s in states.items()
+        if k.startswith("ModelCheckpoint") and "'monitor': None" not in k
+    ]
     best = [path for path in best if path and Path(path).is_file()]
     if not best:
         raise ValueError(f"--ckpt_path best: {found[-1]} records no best checkpoint that exists")

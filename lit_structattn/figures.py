@@ -24,6 +24,25 @@ class AttentionMap:
     col_labels: Sequence[str]
 
 
+@dataclass
+class Raindrop:
+    """The attention of every easy-first sketch step: ``attention [steps, words]``."""
+
+    title: str
+    attention: Tensor
+    words: Sequence[str]
+
+
+def plot_figure(item: AttentionMap | Raindrop | tuple) -> Figure:
+    """Draw one item of a task's ``attention_figures``: a heatmap, a raindrop plot, or a parse
+    ``(tokens, heads, title)``."""
+    if isinstance(item, AttentionMap):
+        return plot_attention(item)
+    if isinstance(item, Raindrop):
+        return plot_raindrop(item.words, item.attention, item.title)
+    return plot_parse(*item)
+
+
 def plot_attention(amap: AttentionMap, ax=None) -> Figure:
     """A heatmap of ``amap`` (white = exactly zero; a row per query, a column per position)."""
     weights = amap.weights.detach().float().cpu()[: len(amap.row_labels), : len(amap.col_labels)]

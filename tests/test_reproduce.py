@@ -24,7 +24,7 @@ def test_ci_run_writes_report_and_resumes(tmp_path):
 
 
 @pytest.mark.parametrize(("table", "budget", "valid"), [
-    ("table9", "ci", "valid: tree_transduction"),
+    ("table9", "ci", "valid: easy_first_ablation, easy_first_ner, easy_first_pos"),
     ("tree_transduction", "gpu", "valid: ci, demo, cpu, paper"),
 ])
 def test_unknown_table_or_budget(table, budget, valid, tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,18 +18,18 @@ CONFIGS = ROOT / "configs" / "tree_transduction"
 
 
 def structattn(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests")}  # for the crashing callback
     return subprocess.run(
         [sys.executable, "-m", "lit_structattn.cli", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=600,
+        cwd=cwd, capture_output=True, text=True, timeout=600, env=env,
     )
 
 
 def tiny(row: str, out: Path, *extra: str) -> list[str]:
     """Arguments of a tiny run of a tree-transduction row writing everything under ``out``."""
     return [
-        "--config", str(CONFIGS / f"{row}.yaml"),
+        "--config", str(CONFIGS / "base.yaml"), "--config", str(CONFIGS / f"{row}.yaml"),
         "--trainer.default_root_dir", str(out),
-        "--trainer.logger.init_args.save_dir", str(out),
         "--data.init_args.train_per_depth", "30",
         "--data.init_args.eval_per_depth", "4",
         "--model.init_args.max_decode_len", "60",
@@ -87,6 +88,31 @@ def test_unknown_names_list_the_valid_ones(tmp_path):
         run = structattn("fit", *tiny("simple", tmp_path), option, "--trainer.max_epochs", "1",
                          cwd=tmp_path)
         assert run.returncode != 0 and valid in run.stderr, run.stderr[-2000:]
+
+
+def test_interrupted_fit_resumes_from_last(tmp_path):
+    args = tiny("simple", tmp_path, "--trainer.max_epochs", "3")
+    crash = structattn("fit", *args, "--trainer.callbacks+=crashing_callback.CrashAtEpoch",
+                       "--trainer.callbacks.epoch", "2", cwd=tmp_path)
+    assert crash.returncode == 17, crash.stderr[-3000:]
+    import torch
+
+    last = next(tmp_path.rglob("last.ckpt"))
+    saved = torch.load(last, map_location="cpu", weights_only=False)
+    assert saved["epoch"] == 1
+    resumed = structattn("fit", *args, "--ckpt_path", "last", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "Restored all states" in resumed.stderr + resumed.stdout
+    newest = max(tmp_path.rglob("last.ckpt"), key=lambda path: path.stat().st_mtime)
+    final = torch.load(newest, map_location="cpu", weights_only=False)
+    assert final["epoch"] == 2 and final["global_step"] == 3 * saved["global_step"] // 2
+
+
+def test_test_with_best_checkpoint_alias(trained, tmp_path):
+    run = structattn("test", *tiny("structured", trained), "--ckpt_path", "best",
+                     "--model.init_args.test_beam", "2", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "test/ltf_d6" in run.stdout
 
 
 def final_val_loss(out: Path) -> float:

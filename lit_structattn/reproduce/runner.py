@@ -34,10 +34,10 @@ def run_one(table: Table, row: Row, budget: str, seed: int, root: Path) -> dict:
     if result_file.exists():
         return json.loads(result_file.read_text())
     args = [
-        "--config", str(row.config), *row.overrides, *table.budgets[budget][0],
+        *(arg for config in row.configs for arg in ("--config", str(config))),
+        *row.overrides, *table.budgets[budget][0],
         "--seed_everything", str(seed),
         "--trainer.default_root_dir", str(out),
-        "--trainer.logger.init_args.save_dir", str(out),
         "--trainer.enable_progress_bar", "false",
     ]
     start = time.perf_counter()

@@ -2,5 +2,6 @@
 
 from .classification import SequenceClassifier
 from .seq2seq import Seq2SeqTask
+from .tagging import TaggingTask
 
-__all__ = ["SequenceClassifier", "Seq2SeqTask"]
+__all__ = ["SequenceClassifier", "Seq2SeqTask", "TaggingTask"]

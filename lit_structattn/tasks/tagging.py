@@ -1,0 +1,182 @@
+"""Sequence tagging (POS, NER, word-level QE) with the neural easy-first tagger of Martins &
+Kreutzer (2017) and its baselines, around
+:class:`~lit_structattn.models.easy_first.EasyFirstTagger`.
+
+Batches (from the tagging DataModules): ``words [B, T]``, ``prefixes``/``suffixes [B, T, 4]``,
+``tags [B, T]`` (0 = padding), ``lengths [B]``, ``index [B]`` (position in the split) and, for
+QE, ``aligned [B, T, A]``. The model is built in :meth:`configure_model`, once the data's
+vocabulary sizes are known. Logs ``train/loss``, ``val/loss`` and ``{val,test}/<metric>`` (also
+as ``{val,test}/score``, which the configs' checkpointing monitors whatever the metric).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..figures import Raindrop
+from ..metrics import EntityF1, F1Mult, TokenAccuracy
+from ..models.easy_first import EasyFirstTagger
+from ..models.tagging_encoder import load_pretrained_vectors
+from .base import Task
+
+METRICS = ("accuracy", "entity_f1", "f1_mult")
+
+
+class TaggingTask(Task):
+    """Trains a tagger with Adagrad (Martins & Kreutzer: lr 0.1, gradient clipping 5).
+
+    Args:
+        metric: ``accuracy`` (POS), ``entity_f1`` (NER, conlleval-style) or ``f1_mult`` (QE).
+        steps: sketch steps: an int (0 = the BiLSTM tagger) or ``"L"`` (one per word).
+        attention: ``softmax``, ``sparsemax``, ``csoftmax``, ``softmax_penalty``, ``uniform``,
+            ``left_to_right``, ``right_to_left`` or ``vanilla`` (see ``EasyFirstDecoder``).
+        sketch_update: ``full`` (NEF-F) or ``single`` (NEF-S).
+        crf: a linear-chain CRF output layer instead of per-token softmax.
+        concat: output features ``[h_i; s_i]`` (False: ``s_i`` only, the ablation).
+        tag_weights: loss weight per tag name (QE: ``{"BAD": 5.0}``); others weigh 1.
+        pretrained_vectors: a GloVe/word2vec text file to initialise the word embeddings.
+        use_affixes: prefix/suffix n-gram embeddings (the QE model has none).
+        Other sizes: see :class:`~lit_structattn.models.easy_first.EasyFirstTagger`.
+    """
+
+    def __init__(
+        self,
+        metric: str = "accuracy",
+        steps: int | str = "L",
+        attention: str = "csoftmax",
+        sketch_update: str = "full",
+        crf: bool = False,
+        concat: bool = True,
+        dropout: float = 0.2,
+        word_dim: int = 64,
+        affix_dim: int = 50,
+        hidden_dim: int = 50,
+        sketch_dim: int = 50,
+        preattention_dim: int = 50,
+        window: int = 2,
+        penalty: float = 1.0,
+        use_affixes: bool = True,
+        tag_weights: dict[str, float] | None = None,
+        pretrained_vectors: str | None = None,
+        lr: float = 0.1,
+    ) -> None:
+        super().__init__()
+        if metric not in METRICS:
+            raise ValueError(f"unknown metric {metric!r}; valid: {', '.join(METRICS)}")
+        self.save_hyperparameters()
+        self.model: EasyFirstTagger | None = None
+        self.metrics = torch.nn.ModuleDict()
+
+    # ------------------------------------------------------------------ building
+
+    def configure_model(self) -> None:
+        """Build the tagger with the vocabulary sizes of ``trainer.datamodule`` (after setup)."""
+        if self.model is not None:
+            return
+        data = self.trainer.datamodule
+        if getattr(data, "tag_vocab", None) is None:
+            data.setup("fit")
+        hp = self.hparams
+        tags = data.tag_vocab.tokens
+        weights = None
+        if hp.tag_weights:
+            unknown = set(hp.tag_weights) - set(tags)
+            if unknown:
+                raise ValueError(f"tag_weights names unknown tags {sorted(unknown)}; tags: {tags}")
+            weights = [float(hp.tag_weights.get(tag, 1.0)) for tag in tags]
+        source_vocab = getattr(data, "source_vocab", None)
+        self.model = EasyFirstTagger(
+            len(data.vocab), len(tags), len(data.affix_vocab) if hp.use_affixes else 0,
+            len(source_vocab) if source_vocab is not None else 0,
+            word_dim=hp.word_dim, affix_dim=hp.affix_dim, hidden_dim=hp.hidden_dim,
+            use_affixes=hp.use_affixes, dropout=hp.dropout, steps=hp.steps,
+            attention=hp.attention, update=hp.sketch_update, sketch_dim=hp.sketch_dim,
+            preattention_dim=hp.preattention_dim, window=hp.window, penalty=hp.penalty,
+            concat=hp.concat, crf=hp.crf, tag_weights=weights, pad_tag=0,
+        )
+        if hp.pretrained_vectors:
+            matrix, found = load_pretrained_vectors(hp.pretrained_vectors, data.vocab.tokens,
+                                                    hp.word_dim)
+            self.model.encoder.init_word_embeddings(matrix)
+            self.print(f"pretrained vectors: {found} of {len(data.vocab)} words found")
+        self.metrics = torch.nn.ModuleDict({split: self._metric(tags) for split in ("val", "test")})
+
+    def _metric(self, tags: list[str]):
+        if self.hparams.metric == "accuracy":
+            return TokenAccuracy()
+        if self.hparams.metric == "entity_f1":
+            return EntityF1(tags)
+        return F1Mult(tags.index("OK"), tags.index("BAD"))
+
+    # ------------------------------------------------------------------ steps
+
+    def forward(self, batch: dict[str, torch.Tensor]):
+        """The model's :class:`~lit_structattn.models.easy_first.EasyFirstOutput` for ``batch``."""
+        affixes = self.hparams.use_affixes
+        return self.model(
+            batch["words"], batch["lengths"],
+            batch["prefixes"] if affixes else None, batch["suffixes"] if affixes else None,
+            batch.get("aligned"),
+        )
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        loss = self.model.loss(self(batch), batch["tags"], batch["lengths"])
+        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["words"]))
+        return loss
+
+    def _evaluate(self, batch: dict[str, torch.Tensor], split: str) -> None:
+        outputs = self(batch)
+        size = len(batch["words"])
+        if split == "val":
+            loss = self.model.loss(outputs, batch["tags"], batch["lengths"])
+            self.log("val/loss", loss, sync_dist=True, batch_size=size)
+        prediction = self.model.predict(outputs, batch["lengths"])
+        metric = self.metrics[split]
+        metric.update(prediction, batch["tags"], batch["lengths"])
+        self.log(f"{split}/{self.hparams.metric}", metric, prog_bar=True, batch_size=size)
+        self.log(f"{split}/score", metric, batch_size=size)  # the same, for generic monitoring
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        self._evaluate(batch, "val")
+
+    def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        self._evaluate(batch, "test")
+
+    def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> list[dict]:
+        """One JSON-ready record per sentence: words, predicted tags, attention per step."""
+        outputs = self(batch)
+        prediction = self.model.predict(outputs, batch["lengths"])
+        data = self.trainer.datamodule
+        split = data.datasets["test"]
+        records = []
+        for b, (index, length) in enumerate(zip(batch["index"].tolist(),
+                                                batch["lengths"].tolist(), strict=True)):
+            steps = int(outputs.steps[b])
+            records.append({
+                "words": list(split.sentences[index].words),
+                "prediction": [data.tag_vocab.tokens[t] for t in prediction[b, :length].tolist()],
+                "attention": [[round(w, 5) for w in row]
+                              for row in outputs.attention[b, :steps, :length].tolist()],
+            })
+        return records
+
+    @torch.no_grad()
+    def attention_figures(self, batch: dict[str, torch.Tensor], vocab, limit: int) -> list:
+        """Raindrop plots (attention of every sketch step, cumulative attention) of the first
+        ``limit`` sentences of ``batch`` (for :class:`~lit_structattn.callbacks.AttentionFigures`).
+        """
+        if self.model.decoder is None:
+            return []
+        sentences = self.trainer.datamodule.datasets["val"].sentences
+        outputs = self(batch)
+        figures = []
+        for b in range(min(limit, len(batch["words"]))):
+            sentence = sentences[int(batch["index"][b])]
+            steps, length = int(outputs.steps[b]), int(batch["lengths"][b])
+            figures.append((f"raindrop/example_{b}", Raindrop(
+                f"{self.hparams.attention} attention per sketch step",
+                outputs.attention[b, :steps, :length], sentence.words)))
+        return figures
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.Adagrad(self.parameters(), lr=self.hparams.lr)
