@@ -27,6 +27,7 @@ bench: install  ## speed against the peers; writes reports/bench_*.md
 	$(PYTHON) -m bench.transforms
 	$(PYTHON) -m bench.structured
 	$(PYTHON) -m bench.tree_transduction
+	$(PYTHON) -m bench.easy_first
 
 lint: install
 	ruff check .
