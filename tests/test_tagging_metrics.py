@@ -8,7 +8,7 @@ import pytest
 import torch
 from seqeval.metrics import f1_score
 
-from lit_structattn.metrics import EntityF1, F1Mult, TokenAccuracy
+from lit_structattn.metrics import EntityF1, F1Mult, FirstFocusShare, TokenAccuracy
 
 TAGS = ["<pad>", "O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 
@@ -66,3 +66,12 @@ def test_shape_errors():
     with pytest.raises(ValueError, match="need pred and gold"):
         TokenAccuracy().update(torch.zeros(2, 3, dtype=torch.long),
                                torch.zeros(2, 4, dtype=torch.long), torch.tensor([3, 3]))
+
+
+def test_first_focus_share():
+    attention = torch.zeros(3, 2, 4)
+    attention[0, 0, 2] = attention[1, 0, 0] = 1.0  # sentence 2 takes no step
+    gold = torch.tensor([[1, 1, 7, 1], [1, 7, 1, 0], [7, 1, 0, 0]])
+    metric = FirstFocusShare(tag_id=7)
+    metric.update(attention, gold, steps=torch.tensor([2, 2, 0]))
+    assert metric.compute().item() == pytest.approx(0.5)

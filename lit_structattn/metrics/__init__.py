@@ -1,6 +1,6 @@
 """Task metrics (torchmetrics ``Metric`` subclasses, DDP-synchronised through their states)."""
 
 from lit_structattn.metrics.length_to_failure import LengthToFailure
-from lit_structattn.metrics.tagging import EntityF1, F1Mult, TokenAccuracy
+from lit_structattn.metrics.tagging import EntityF1, F1Mult, FirstFocusShare, TokenAccuracy
 
-__all__ = ["EntityF1", "F1Mult", "LengthToFailure", "TokenAccuracy"]
+__all__ = ["EntityF1", "F1Mult", "FirstFocusShare", "LengthToFailure", "TokenAccuracy"]

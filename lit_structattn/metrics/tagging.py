@@ -103,3 +103,32 @@ class F1Mult(Metric):
 
     def compute(self) -> torch.Tensor:
         return self.per_class_f1().prod()
+
+
+class FirstFocusShare(Metric):
+    """Share of sentences whose first sketch step attends most to a word with gold tag
+    ``tag_id`` (Martins & Kreutzer 2017, §5.1: 57% of English test sentences start on a VERB).
+
+    ``update(attention [B, N, T], gold [B, T], steps [B])``: sentences with no sketch step are
+    not counted.
+    """
+
+    is_differentiable, higher_is_better, full_state_update = False, None, False
+
+    def __init__(self, tag_id: int, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.tag_id = tag_id
+        self.add_state("hits", torch.tensor(0), dist_reduce_fx="sum")
+        self.add_state("total", torch.tensor(0), dist_reduce_fx="sum")
+
+    def update(self, attention: torch.Tensor, gold: torch.Tensor, steps: torch.Tensor) -> None:
+        counted = steps > 0
+        if attention.shape[1] == 0 or not bool(counted.any()):
+            return
+        first = attention[:, 0].argmax(-1, keepdim=True)  # [B, 1]
+        hits = (gold.gather(1, first).squeeze(1) == self.tag_id) & counted
+        self.hits += hits.sum()
+        self.total += counted.sum()
+
+    def compute(self) -> torch.Tensor:
+        return self.hits / self.total.clamp_min(1)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from ..figures import Raindrop
-from ..metrics import EntityF1, F1Mult, TokenAccuracy
+from ..metrics import EntityF1, F1Mult, FirstFocusShare, TokenAccuracy
 from ..models.easy_first import EasyFirstTagger
 from ..models.tagging_encoder import load_pretrained_vectors
 from .base import Task
@@ -100,6 +100,8 @@ class TaggingTask(Task):
             self.model.encoder.init_word_embeddings(matrix)
             self.print(f"pretrained vectors: {found} of {len(data.vocab)} words found")
         self.metrics = torch.nn.ModuleDict({split: self._metric(tags) for split in ("val", "test")})
+        if "VERB" in tags and self.model.decoder is not None:  # UD POS: where does it start?
+            self.metrics["test_first_verb"] = FirstFocusShare(tags.index("VERB"))
 
     def _metric(self, tags: list[str]):
         if self.hparams.metric == "accuracy":
@@ -135,6 +137,10 @@ class TaggingTask(Task):
         metric.update(prediction, batch["tags"], batch["lengths"])
         self.log(f"{split}/{self.hparams.metric}", metric, prog_bar=True, batch_size=size)
         self.log(f"{split}/score", metric, batch_size=size)  # the same, for generic monitoring
+        if split == "test" and "test_first_verb" in self.metrics:
+            first_verb = self.metrics["test_first_verb"]
+            first_verb.update(outputs.attention, batch["tags"], outputs.steps)
+            self.log("test/first_step_on_verb", first_verb, batch_size=size)
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         self._evaluate(batch, "val")
