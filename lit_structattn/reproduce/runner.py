@@ -48,6 +48,7 @@ def run_one(table: Table, row: Row, budget: str, seed: int, root: Path) -> dict:
         "metrics": {k: float(v) for k, v in tested[0].items()},
         "wall_seconds": time.perf_counter() - start,
         "epochs": cli.trainer.current_epoch,
+        "threads": torch.get_num_threads(),
         "args": args,
     }
     out.mkdir(parents=True, exist_ok=True)
@@ -66,12 +67,14 @@ def _cell(values: list[float]) -> str:
 def render(table: Table, budget: str, seeds: range, results: dict[str, list[dict]]) -> str:
     """The markdown report: ours (mean ± std over seeds) beside the paper, per metric."""
     header = ["model", *[label for _, label in table.metrics], "wall time / run"]
+    threads = sorted({r.get("threads", "?") for runs in results.values() for r in runs}, key=str)
     lines = [
         f"# {table.title}", "",
         f"Produced by `structattn reproduce {table.name} --budget {budget} --seeds {seeds.stop}"
         f"{f' --first-seed {seeds.start}' if seeds.start else ''}` on "
-        f"{time.strftime('%Y-%m-%d')} ({torch.get_num_threads()} threads, torch "
-        f"{torch.__version__}).", "",
+        f"{time.strftime('%Y-%m-%d')} (torch {torch.__version__}, "
+        f"{'/'.join(map(str, threads))} thread(s) per run). Wall times are as measured on a "
+        "shared 2-core machine, where several runs may have run at once.", "",
         f"**Budget `{budget}`:** {table.budgets[budget][1]}. **Seeds:** {seeds.start}.."
         f"{seeds.stop - 1}.", "",
         f"**Data:** {table.note}", "",
