@@ -64,7 +64,8 @@ _TAGGING_BUDGETS = {
 }
 _TAGGING_NOTE = (
     "Word 64 + prefix/suffix 1-4-gram 50 + 50 embeddings, BiLSTM 50+50, context w = 2, sketch and "
-    "pre-attention size 50, Adagrad lr 0.1, gradient clipping 5, batch 32, training sentences "
+    "pre-attention size 50, Adagrad lr 0.1, gradient clipping 5, batch 16 (QE 32; the authors "
+    "updated after every sentence), training singletons mapped to <unk>, training sentences "
     "longer than 50 words dropped (train only)."
 )
 _NER_ROWS = (
