@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -33,12 +34,14 @@ def run_one(table: Table, row: Row, budget: str, seed: int, root: Path) -> dict:
     result_file = out / "result.json"
     if result_file.exists():
         return json.loads(result_file.read_text())
+    print(f"{table.name}: training '{row.name}', seed {seed}, budget {budget} -> {out}",
+          flush=True)
     args = [
         *(arg for config in row.configs for arg in ("--config", str(config))),
         *row.overrides, *table.budgets[budget][0],
         "--seed_everything", str(seed),
         "--trainer.default_root_dir", str(out),
-        "--trainer.enable_progress_bar", "false",
+        "--trainer.enable_progress_bar", str(sys.stderr.isatty()).lower(),  # bars in a terminal
     ]
     start = time.perf_counter()
     cli = build_cli(args, run=False)
