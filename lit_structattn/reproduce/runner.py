@@ -13,6 +13,7 @@ import json
 import statistics
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import torch
@@ -44,7 +45,9 @@ def run_one(table: Table, row: Row, budget: str, seed: int, root: Path) -> dict:
         "--trainer.enable_progress_bar", str(sys.stderr.isatty()).lower(),  # bars in a terminal
     ]
     start = time.perf_counter()
-    cli = build_cli(args, run=False)
+    with warnings.catch_warnings():  # the runner's own argv is not meant for LightningCLI
+        warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
+        cli = build_cli(args, run=False)
     cli.trainer.fit(cli.model, datamodule=cli.datamodule)
     tested = cli.trainer.test(cli.model, datamodule=cli.datamodule, ckpt_path="best", verbose=False)
     result = {
