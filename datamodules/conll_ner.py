@@ -137,21 +137,11 @@ class CoNLLNERDataModule(TaggingDataModule):
         test_file: str | None = None,
         encoding: str = "auto",
         hub_name: str | None = None,
-        hub_config: str | None = None,
-        batch_size: int = 32,
-        bucket_batches: int = 50,
-        num_workers: int = 0,
-        min_count: int = 1,
-        max_train_length: int | None = 50,
-        seed: int = 0,
+        **kwargs,
     ) -> None:
         if language not in LANGUAGES:
             raise ValueError(f"language must be one of {sorted(LANGUAGES)}, got {language!r}")
-        super().__init__(
-            data_dir=data_dir, hub_name=hub_name, hub_config=hub_config, batch_size=batch_size,
-            bucket_batches=bucket_batches, num_workers=num_workers, min_count=min_count,
-            max_train_length=max_train_length, seed=seed,
-        )
+        super().__init__(data_dir=data_dir, hub_name=hub_name, **kwargs)
         spec = LANGUAGES[language]
         self.default_folder = spec["folder"]
         self.source_hint = spec["hint"]

@@ -126,19 +126,9 @@ class WordQEDataModule(TaggingDataModule):
         test_prefix: str = "test",
         encoding: str = "utf-8",
         hub_name: str | None = None,
-        hub_config: str | None = None,
-        batch_size: int = 32,
-        bucket_batches: int = 50,
-        num_workers: int = 0,
-        min_count: int = 1,
-        max_train_length: int | None = 50,
-        seed: int = 0,
+        **kwargs,
     ) -> None:
-        super().__init__(
-            data_dir=data_dir, hub_name=hub_name, hub_config=hub_config, batch_size=batch_size,
-            bucket_batches=bucket_batches, num_workers=num_workers, min_count=min_count,
-            max_train_length=max_train_length, seed=seed,
-        )
+        super().__init__(data_dir=data_dir, hub_name=hub_name, **kwargs)
         self.source_vocab: Vocab | None = None
         self.test_is_val = False
 
