@@ -14,7 +14,8 @@ def test_ci_run_writes_report_and_resumes(tmp_path):
     run_table("tree_transduction", "ci", seeds=1, rows=["simple"], root=tmp_path, report=report)
     text = report.read_text()
     assert "| simple |" in text and "(paper 87.4)" in text and "**Budget `ci`:**" in text
-    assert "no attention" not in text  # only the selected row
+    assert "| no attention |" not in text  # only the selected row
+    assert "not run here:** no attention; structured." in text
     result = next(tmp_path.rglob("result.json"))
     assert 0 <= json.loads(result.read_text())["metrics"]["test/ltf_d2"] <= 1
     assert list(tmp_path.rglob("events.out.tfevents.*"))  # TensorBoard logs of the run

@@ -70,7 +70,10 @@ def _cell(values: list[float]) -> str:
     return f"{100 * mean:.1f} ± {100 * spread:.1f}"
 
 
-def render(table: Table, budget: str, seeds: range, results: dict[str, list[dict]]) -> str:
+def render(
+    table: Table, budget: str, seeds: range, results: dict[str, list[dict]],
+    not_run: tuple[str, ...] = (),
+) -> str:
     """The markdown report: ours (mean ± std over seeds) beside the paper, per metric."""
     header = ["model", *[label for _, label in table.metrics], "wall time / run"]
     threads = sorted({r.get("threads", "?") for runs in results.values() for r in runs}, key=str)
@@ -84,6 +87,8 @@ def render(table: Table, budget: str, seeds: range, results: dict[str, list[dict
         f"**Budget `{budget}`:** {table.budgets[budget][1]}. **Seeds:** {seeds.start}.."
         f"{seeds.stop - 1}.", "",
         f"**Data:** {table.note}", "",
+        *([f"**Rows of the paper's table not run here:** {'; '.join(not_run)}.", ""]
+          if not_run else []),
         "Cells: ours, mean ± standard deviation over seeds (in %), then the paper's number.", "",
         "| " + " | ".join(header) + " |", "|" + "---|" * len(header),
     ]
@@ -118,7 +123,8 @@ def run_table(
     shown = Table(table.name, table.title, tuple(chosen), table.metrics, table.budgets, table.note)
     path = report or REPORTS / f"{name}.md"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render(shown, budget, range(first_seed, seeds), results))
+    not_run = tuple(r.name for r in table.rows if r not in chosen)
+    path.write_text(render(shown, budget, range(first_seed, seeds), results, not_run))
     return path
 
 
