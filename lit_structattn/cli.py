@@ -43,7 +43,12 @@ class StructAttnCLI(LightningCLI):
 
 
 def resolve_checkpoint(alias: str, root: Path) -> str:
-    """The path that ``last`` or ``best`` stands for under the run folder ``root``."""
+    """The path that ``last`` or ``best`` stands for under the run folder ``root``.
+
+    Raises:
+        ValueError: no ``last.ckpt`` under ``root``, or (``best``) the newest one records no
+            best checkpoint that still exists.
+    """
     found = sorted(root.rglob("last.ckpt"), key=lambda path: path.stat().st_mtime)
     if not found:
         raise ValueError(

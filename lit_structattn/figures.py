@@ -43,15 +43,21 @@ def plot_figure(item: AttentionMap | Raindrop | tuple) -> Figure:
     return plot_parse(*item)
 
 
+def _zero_white_cmap():
+    """Blues, with values below the colour range (exact zeros, as ``vmin`` is 1e-9) in white."""
+    cmap = plt.get_cmap("Blues").copy()
+    cmap.set_under("white")
+    return cmap
+
+
 def plot_attention(amap: AttentionMap, ax=None) -> Figure:
     """A heatmap of ``amap`` (white = exactly zero; a row per query, a column per position)."""
     weights = amap.weights.detach().float().cpu()[: len(amap.row_labels), : len(amap.col_labels)]
     if ax is None:
         rows, cols = weights.shape
         _, ax = plt.subplots(figsize=(1.5 + 0.28 * cols, 1.2 + 0.28 * rows))
-    cmap = plt.get_cmap("Blues").copy()
-    cmap.set_under("white")
-    image = ax.imshow(weights.numpy(), cmap=cmap, vmin=1e-9, vmax=max(float(weights.max()), 1e-6),
+    image = ax.imshow(weights.numpy(), cmap=_zero_white_cmap(), vmin=1e-9,
+                      vmax=max(float(weights.max()), 1e-6),
                       aspect="auto")
     ax.set_xticks(range(len(amap.col_labels)), amap.col_labels, rotation=90, fontsize=7)
     ax.set_yticks(range(len(amap.row_labels)), amap.row_labels, fontsize=7)
@@ -94,9 +100,7 @@ def plot_raindrop(words: Sequence[str], attention: Tensor, title: str = "") -> F
         2, 1, figsize=(1.5 + 0.35 * len(words), 1.6 + 0.22 * steps), sharex=True,
         gridspec_kw={"height_ratios": [max(steps, 1), 3]}, layout="constrained",
     )
-    cmap = plt.get_cmap("Blues").copy()
-    cmap.set_under("white")
-    image = top.imshow(weights.numpy(), cmap=cmap, vmin=1e-9, aspect="auto",
+    image = top.imshow(weights.numpy(), cmap=_zero_white_cmap(), vmin=1e-9, aspect="auto",
                        vmax=max(float(weights.max()), 1e-6))
     top.set_yticks(range(steps), [str(n + 1) for n in range(steps)], fontsize=7)
     top.set_ylabel("sketch step", fontsize=8)

@@ -136,10 +136,9 @@ TABLES: dict[str, Table] = {
         name="easy_first_ner",
         title="NER (Martins & Kreutzer 2017, Table 2): test entity F1 (%), csoftmax attention",
         rows=tuple(
-            _easy_first_row(f"{name} ({lang})", f"ner_{lang}", row, paper)
-            for lang, column in (("en", 2), ("es", 3))
+            _easy_first_row(f"{name} ({lang})", f"ner_{lang}", row, papers[column])
+            for lang, column in (("en", 0), ("es", 1))
             for name, row, *papers in _NER_ROWS
-            for paper in (papers[column - 2],)
         ),
         metrics=(("test/score", "entity F1"),),
         budgets=_TAGGING_BUDGETS,

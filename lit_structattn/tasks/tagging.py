@@ -74,8 +74,6 @@ class TaggingTask(Task):
         if self.model is not None:
             return
         data = self.trainer.datamodule
-        if getattr(data, "tag_vocab", None) is None:
-            data.setup("fit")
         hp = self.hparams
         tags = data.tag_vocab.tokens
         weights = None
