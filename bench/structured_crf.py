@@ -23,7 +23,6 @@ import argparse
 import os
 import subprocess
 import sys
-import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ from pathlib import Path
 import torch
 import torch_struct
 
-from bench.timing import markdown_table
+from bench.timing import best_times, markdown_table
 from lit_structattn.structured.dependency import DependencyCRF
 from lit_structattn.structured.linear_chain import LinearChainCRF
 
@@ -171,20 +170,6 @@ def marginals_difference(case: Case) -> float:
         ours, theirs = ours_tree(arcs, case.multiroot), torch_struct_tree(arcs, case.multiroot)
     torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=1e-4)
     return float((ours - theirs).abs().max())
-
-
-def best_times(steps: dict[str, Step], repeats: int, warmup: int = 3) -> dict[str, float]:
-    """Best wall time in seconds of each step over ``repeats`` interleaved rounds."""
-    for step in steps.values():
-        for _ in range(warmup):
-            step()
-    best = dict.fromkeys(steps, float("inf"))
-    for _ in range(repeats):
-        for name, step in steps.items():
-            start = time.perf_counter()
-            step()
-            best[name] = min(best[name], time.perf_counter() - start)
-    return best
 
 
 # ---------------------------------------------------------------------- memory probe

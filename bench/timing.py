@@ -4,6 +4,8 @@ the same run."""
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import platform
 import time
 from collections.abc import Callable, Sequence
@@ -22,6 +24,43 @@ def best_time(step: Callable[[], object], repeats: int = 20, warmup: int = 3) ->
         step()
         best = min(best, time.perf_counter() - start)
     return best
+
+
+def best_times(steps: dict[str, Callable[[], object]], repeats: int, warmup: int = 3
+               ) -> dict[str, float]:
+    """Best wall time in seconds of each step over ``repeats`` interleaved rounds (one call of
+    every step per round), so that a noisy spell on a shared machine hits all steps alike."""
+    for step in steps.values():
+        for _ in range(warmup):
+            step()
+    best = dict.fromkeys(steps, float("inf"))
+    for _ in range(repeats):
+        for name, step in steps.items():
+            start = time.perf_counter()
+            step()
+            best[name] = min(best[name], time.perf_counter() - start)
+    return best
+
+
+def steady_allocator() -> str:
+    """Stop glibc malloc from handing freed memory back to the OS between calls.
+
+    By default glibc serves blocks above a dynamic threshold with fresh ``mmap`` pages and trims
+    the heap when its top is free, so a tensor-heavy step may page-fault on every call or not,
+    depending on the allocator's history: best-of-k times of one function then differ by up to
+    2x between processes. Fixing both thresholds (as ``MALLOC_MMAP_THRESHOLD_`` and
+    ``MALLOC_TRIM_THRESHOLD_`` would) removes that noise for every candidate alike. Returns a
+    sentence for the report saying what was done.
+    """
+    name = ctypes.util.find_library("c")
+    libc = ctypes.CDLL(name) if name else None
+    if libc is None or not hasattr(libc, "mallopt"):
+        return "The allocator was left as it is (no glibc mallopt here)."
+    m_trim_threshold, m_mmap_threshold = -1, -3  # from <malloc.h>
+    libc.mallopt(m_mmap_threshold, 1 << 30)
+    libc.mallopt(m_trim_threshold, 1 << 30)
+    return ("glibc malloc's mmap and trim thresholds were fixed at 1 GiB (mallopt), so that no "
+            "candidate pays page faults for memory the allocator returned to the OS.")
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

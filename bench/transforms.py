@@ -2,7 +2,8 @@
 
 Ours: sparsemax, csoftmax, csparsemax. Peers: ``entmax.sparsemax`` (sort-based, the sparse
 transform a user would otherwise pick) and ``torch.softmax`` (the floor). Same inputs, one run,
-2 threads, best of k after warm-up; prints ratios and writes ``reports/bench_transforms.md``.
+2 threads, best of k interleaved rounds after warm-up; prints ratios and writes
+``reports/bench_transforms.md``.
 
     python -m bench.transforms [--repeats 30]
 """
@@ -16,7 +17,7 @@ from pathlib import Path
 import entmax
 import torch
 
-from bench.timing import best_time, markdown_table, write_report
+from bench.timing import best_times, markdown_table, steady_allocator, write_report
 from lit_structattn.attention import csoftmax, csparsemax, sparsemax
 
 SIZES = [(512, 64), (64, 1024)]
@@ -68,10 +69,8 @@ def run(repeats: int) -> list[dict[str, float]]:
             "csparsemax": lambda z, u=upper: csparsemax(z, u),
         }
         torch.testing.assert_close(sparsemax(scores), entmax.sparsemax(scores, -1))
-        times = {
-            name: best_time(fwd_bwd(fn, scores, weights), repeats)
-            for name, fn in candidates.items()
-        }
+        steps = {name: fwd_bwd(fn, scores, weights) for name, fn in candidates.items()}
+        times = best_times(steps, repeats)
         results.append({"size": f"[{rows} x {length}]", "bounds": regime, **times})
     return results
 
@@ -94,13 +93,15 @@ def main() -> None:
     parser.add_argument("--no-report", action="store_true", help="print only")
     args = parser.parse_args()
     torch.set_num_threads(2)
+    allocator = steady_allocator()
     table = render(run(args.repeats))
     print(table)
     if not args.no_report:
         regimes = "\n".join(f"- `{name}`: {text}" for name, text in REGIMES.items())
         body = (
             "Forward + backward of each transform on float32 inputs, scores ~ N(0, 2), best of "
-            f"{args.repeats} after warm-up, all in one run. Upper-bound regimes:\n\n{regimes}"
+            f"{args.repeats} interleaved rounds after warm-up, all in one run. {allocator} "
+            f"Upper-bound regimes:\n\n{regimes}"
             "\n\n(sparsemax, entmax.sparsemax and torch.softmax ignore the bounds.) Targets: "
             "sparsemax <= 1.0x entmax.sparsemax; csoftmax and csparsemax <= 1.5x "
             "entmax.sparsemax.\n\n" + table

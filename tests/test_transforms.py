@@ -15,9 +15,11 @@ from tests.reference_transforms import csoftmax_ref, csparsemax_ref, sparsemax_r
 CONSTRAINED = {"csoftmax": (csoftmax, csoftmax_ref), "csparsemax": (csparsemax, csparsemax_ref)}
 
 
-def random_upper(rng: np.random.Generator, length: int) -> np.ndarray:
-    """Bounds in [0, 1] that sum to at least 1, with some exact zeros and ones."""
-    u = rng.uniform(0, 1, length) * rng.choice([0.0, 1.0, 1.0, 1.0], length)
+def random_upper(rng: np.random.Generator, length: int, tight: bool = False) -> np.ndarray:
+    """Bounds in [0, 1] that sum to at least 1, with some exact zeros and ones; ``tight``:
+    bounds of about 2 / length, so that most of them bind."""
+    scale = min(1.0, 4.0 / length) if tight else 1.0
+    u = rng.uniform(0, scale, length) * rng.choice([0.0, 1.0, 1.0, 1.0], length)
     u[rng.integers(length)] = rng.choice([1.0, 0.7])
     while u.sum() < 1:
         u[rng.integers(length)] = 1.0
@@ -33,7 +35,7 @@ def score_rows(draw, max_len: int = 12):
     z = rng.normal(size=length) * scale
     if draw(st.booleans()):  # ties
         z = np.round(z)
-    return z, random_upper(rng, length)
+    return z, random_upper(rng, length, tight=draw(st.booleans()))
 
 
 @settings(max_examples=150, deadline=None)
@@ -46,7 +48,7 @@ def test_sparsemax_matches_bisection(row):
 
 @pytest.mark.parametrize("name", sorted(CONSTRAINED))
 @settings(max_examples=150, deadline=None)
-@given(row=score_rows())
+@given(row=score_rows(max_len=12) | score_rows(max_len=200))  # short rows, and the long path
 def test_constrained_matches_bisection(name, row):
     z, u = row
     ours_fn, ref_fn = CONSTRAINED[name]
@@ -105,6 +107,34 @@ def test_batched_with_mask_equals_rowwise(name):
         n = int(lengths[b])
         alone = transform(z[b, :n], upper=None if upper is None else upper[b, :n])
         torch.testing.assert_close(ours[b, :n], alone)
+        assert (ours[b, n:] == 0).all()
+
+
+@pytest.mark.parametrize("shape", [(40, 1000), (600, 64)])  # then passes; then enumeration
+@pytest.mark.parametrize("tight", [False, True])
+def test_csparsemax_large_inputs_take_the_compaction_path(monkeypatch, tight, shape):
+    """Inputs above COMPACT_ABOVE scores gather their unfixed coordinates into narrow rows;
+    the results (with padding masks) still match the row-wise bisection reference."""
+    import importlib
+
+    module = importlib.import_module("lit_structattn.attention.csparsemax")
+    calls, original = [], module.compact
+    monkeypatch.setattr(module, "compact", lambda *a: calls.append(1) or original(*a))
+    rng = np.random.default_rng(7)
+    batch, length = shape
+    assert batch * length > module.COMPACT_ABOVE
+    lengths = rng.integers(length // 2, length + 1, batch)
+    mask = torch.arange(length)[None, :] < torch.tensor(lengths)[:, None]
+    z = rng.normal(size=(batch, length)) * 2
+    u = np.zeros((batch, length))
+    for b in range(batch):
+        u[b, : lengths[b]] = random_upper(rng, int(lengths[b]), tight=tight)
+    ours = csparsemax(torch.tensor(z), torch.tensor(u), mask=mask)
+    assert calls, "the compaction path was not taken"
+    for b in range(batch):
+        n = int(lengths[b])
+        np.testing.assert_allclose(ours[b, :n].numpy(), csparsemax_ref(z[b, :n], u[b, :n]),
+                                   atol=1e-8)
         assert (ours[b, n:] == 0).all()
 
 

@@ -4,9 +4,10 @@
 ``a_j = max(0, min(u_j, z_j - tau))``. The mass ``f(tau) = sum_j clip(z_j - tau, 0, u_j)`` is
 piecewise linear and decreasing in tau with two breakpoints per coordinate: ``z_j`` (where it
 leaves 0) and ``z_j - u_j`` (where it reaches its bound). Given the free and clamped sets, tau
-follows in closed form. The sets are found by variable fixing (Bitran & Hax; Kiwiel 2008), or,
-for rows where that takes more than a few passes, by sorting the 2L breakpoints once and
-sweeping them with cumulative sums: tau lies in the first segment where f reaches 1.
+follows in closed form. The sets are found by variable fixing (Bitran & Hax; Kiwiel 2008);
+on large inputs the coordinates still unfixed after a few passes are gathered into narrow rows
+and solved there, narrow rows by evaluating the mass at every breakpoint at once, and the rare
+rows left over by sorting the 2L breakpoints once and sweeping them with cumulative sums.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from . import _threshold
 from ._checks import run_transform
-from ._threshold import center, first_true, solve_threshold
+from ._threshold import center, first_true
 
 LOWER_BOUND_CANDIDATES = (-1.0, -2.0, -4.0, -8.0, -16.0)
 
@@ -26,34 +28,38 @@ def _certain_zeros(z: Tensor, u: Tensor) -> Tensor:
 
     Since f decreases, ``f(t) >= 1`` means ``t <= tau``, so those coordinates are 0 at the
     optimum. The candidates are the largest of a few fixed thresholds below the maximum (0).
+    One candidate at a time: a ``[..., K, L]`` table would cost page faults on large inputs.
     """
-    candidates = z.new_tensor(LOWER_BOUND_CANDIDATES).unsqueeze(-1)  # [K, 1]
-    mass = torch.minimum(torch.relu(z.unsqueeze(-2) - candidates), u.unsqueeze(-2)).sum(-1)
-    reached = (mass >= 1).to(z.dtype)  # [..., K], candidates in decreasing order
-    bound = candidates.squeeze(-1)[reached.argmax(-1, keepdim=True)]  # first reached
-    bound = torch.where(reached.sum(-1, keepdim=True) > 0, bound, -torch.inf)
+    bound = torch.full_like(z[..., :1], -torch.inf)
+    for candidate in sorted(LOWER_BOUND_CANDIDATES):  # increasing: the largest reached wins
+        mass = torch.minimum(torch.relu(z - candidate), u).sum(-1, keepdim=True)
+        bound = torch.where(mass >= 1, candidate, bound)
     return 1 - torch.relu(z - bound).sign()
 
 
-def csparsemax_threshold_iterative(
-    z: Tensor, u: Tensor, valid: Tensor | None, max_iter: int
-) -> tuple[Tensor, Tensor]:
-    """tau ``[..., 1]`` by variable fixing (Bitran & Hax), and whether it converged.
+def fix_variables(
+    z: Tensor, u: Tensor, unfixed: Tensor, remaining: Tensor, max_iter: int, stop_width: int = 0
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Passes of variable fixing (Bitran & Hax; Kiwiel 2008) for ``sum_j clip(z_j - tau, 0, u_j)
+    = remaining`` over the coordinates not yet fixed.
 
-    ``z``: ``[..., L]`` finite centered scores (maximum 0), ``u``: bounds ``>= 0`` (0 at masked
-    positions), ``valid``: bool or None. Coordinates certainly at 0 are fixed first (see
-    :func:`_certain_zeros`). Each pass drops the bounds of the coordinates not yet fixed and
-    solves ``sum_j (z_j - tau) = r`` over them (r = 1 minus the mass fixed at upper bounds). If
-    clipping that solution adds as much mass at the lower bounds as it removes at the upper ones,
-    the clipped solution is optimal; otherwise the violators of the larger side are optimal at
-    their bound and are fixed there. Every pass fixes at least one coordinate, so the method is
-    exact and finite (Kiwiel, 2008). Float 0/1 indicators: on CPU, bool tensors are slower.
+    Args:
+        z: ``[..., L]`` finite scores; u: ``[..., L]`` bounds ``>= 0``;
+        unfixed: float 0/1 ``[..., L]``, the coordinates whose set is not known yet (the others
+            are known to be 0 or at their bound, and ``remaining`` excludes the mass of the
+            latter); remaining: ``[..., 1]``.
+        max_iter: at most this many passes.
+        stop_width: stop early once no row has more than this many unfixed coordinates.
+    Returns:
+        ``(tau [..., 1], converged [..., 1] bool, unfixed, remaining)`` after the last pass.
+
+    Each pass drops the bounds of the unfixed coordinates and solves ``sum_j (z_j - tau) = r``
+    over them. If clipping that solution adds as much mass at the lower bounds as it removes at
+    the upper ones, the clipped solution is optimal; otherwise the violators of the larger side
+    are optimal at their bound and are fixed there. Every pass fixes at least one coordinate, so
+    the method is exact and finite. Float 0/1 indicators: on CPU, bool tensors are slower.
     """
-    unfixed = 1 - _certain_zeros(z, u)
-    if valid is not None:
-        unfixed = unfixed * valid
     slack = z - u  # a coordinate is above its bound where slack > tau
-    remaining = torch.ones_like(z[..., :1])
     tau = torch.zeros_like(remaining)
     converged = torch.zeros_like(remaining, dtype=torch.bool)
     tolerance = 4 * torch.finfo(z.dtype).eps
@@ -70,19 +76,70 @@ def csparsemax_threshold_iterative(
         fixed_upper = above.sign() * fix_upper
         remaining = remaining - (u * fixed_upper).sum(-1, keepdim=True)
         unfixed = unfixed - fixed_upper - below.sign() * (1 - fix_upper)
-    return tau, converged
+        if stop_width and int(unfixed.sum(-1).max()) <= stop_width:
+            break
+    return tau, converged, unfixed, remaining
 
 
-def csparsemax_threshold(z: Tensor, u: Tensor, valid: Tensor | None) -> Tensor:
-    """The threshold tau with ``sum_j clip(z_j - tau, 0, u_j) = 1``, by sorting breakpoints.
+def compact(z: Tensor, u: Tensor, unfixed: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The unfixed coordinates of every row gathered into ``[..., K]`` tensors, K the largest
+    unfixed count: ``(z, u, unfixed)``; padding slots have ``unfixed = u = 0``."""
+    width = int(unfixed.sum(-1).max())
+    index = unfixed.topk(width, dim=-1, sorted=False).indices
+    kept = unfixed.gather(-1, index)
+    return z.gather(-1, index), u.gather(-1, index) * kept, kept
+
+
+def threshold_by_enumeration(
+    z: Tensor, u: Tensor, unfixed: Tensor, remaining: Tensor
+) -> Tensor:
+    """tau ``[..., 1]`` with ``sum_j clip(z_j - tau, 0, u_j) = remaining`` over the unfixed
+    coordinates, by evaluating the mass at all 2K breakpoints at once (for narrow rows).
+    ``u`` must be 0 where ``unfixed`` is 0.
+
+    The mass decreases in tau and is linear between breakpoints, so tau lies above the largest
+    breakpoint ``t`` whose mass is still ``>= remaining``, on a segment where the free
+    coordinates are those with ``z_j - u_j <= t < z_j``. The rows go last (``[K, rows]``,
+    ``[2K, K, rows]``): with the long dimension innermost the elementwise work vectorizes.
+    """
+    shape = z.shape
+    z, u, unfixed = (t.reshape(-1, shape[-1]).T.contiguous() for t in (z, u, unfixed))
+    remaining = remaining.reshape(1, -1)
+    candidates = torch.cat([z, z - u])  # [2K, rows]
+    real = torch.cat([unfixed, unfixed]) > 0
+    gaps = z.unsqueeze(0) - candidates.unsqueeze(1)  # [2K, K, rows]
+    mass = torch.clamp(gaps, z.new_zeros(()), u.unsqueeze(0)).sum(1)  # padding: u = 0
+    # The lowest breakpoint (every coordinate at its bound) always qualifies, so that rounding
+    # in sum(u) = remaining cannot leave a row without a segment.
+    lowest = candidates.masked_fill(~real, torch.inf).amin(0, keepdim=True)
+    enough = ((mass >= remaining) | (candidates <= lowest)) & real
+    empty = ~real.any(0, keepdim=True)  # a row with no valid coordinate: any tau will do
+    start = candidates.masked_fill(~enough, -torch.inf).amax(0, keepdim=True).masked_fill(empty, 0)
+    start_mass = mass.masked_fill(~enough, torch.inf).amin(0, keepdim=True).masked_fill(empty, 0)
+    free = ((z - u <= start) & (z > start)).to(z.dtype) * unfixed
+    tau = start + (start_mass - remaining) / free.sum(0, keepdim=True).clamp_min(1)
+    return tau.reshape(*shape[:-1], 1)
+
+
+ENUMERATION_WIDTH = 16  # rows at most this wide ...
+ENUMERATION_SIZE = 2**17  # ... whose [2K, K, rows] mass table has at most this many entries
+COMPACT_ABOVE = 2**15  # inputs with more scores gather their unfixed coordinates (see below)
+
+
+def csparsemax_threshold(
+    z: Tensor, u: Tensor, valid: Tensor | None, remaining: Tensor | None = None
+) -> Tensor:
+    """The threshold tau with ``sum_j clip(z_j - tau, 0, u_j) = remaining`` (default 1), by
+    sorting the 2L breakpoints and sweeping them with cumulative sums.
 
     Args:
-        z: ``[..., L]`` finite (centered) scores; u: ``[..., L]`` bounds ``>= 0``;
-        valid: ``[..., L]`` bool or None.
+        z: ``[..., L]`` finite scores; u: ``[..., L]`` bounds ``>= 0``;
+        valid: ``[..., L]`` bool or None; remaining: ``[..., 1]`` or None.
     Returns:
         ``[..., 1]`` tau.
     """
     length = z.shape[-1]
+    needed = 1.0 if remaining is None else remaining
     zeros = torch.zeros_like(z)
     breakpoints = torch.cat([z, z - u], dim=-1)  # [..., 2L]: enter the free set, then clamp
     entering = torch.cat([torch.ones_like(z), -torch.ones_like(z)], dim=-1)
@@ -98,14 +155,58 @@ def csparsemax_threshold(z: Tensor, u: Tensor, valid: Tensor | None) -> Tensor:
     clamped_sum = torch.cat([zeros, u], dim=-1).gather(-1, order).cumsum(-1)
     reached = torch.isfinite(breakpoints)
     mass = clamped_sum + free_sum - free_count * breakpoints.masked_fill(~reached, 0)
-    first = first_true(reached & (mass >= 1), default=2 * length - 1)
-    if valid is not None:  # with no crossing (sum u = 1 up to rounding), stop at the last event
+    first = first_true(reached & (mass >= needed), default=2 * length - 1)
+    if valid is not None:  # with no crossing (sum u = needed up to rounding), stop at the end
         first = torch.minimum(first, (2 * valid.sum(-1, keepdim=True) - 1).clamp_min(0))
-    # On the segment just above the first breakpoint with mass >= 1, the sets are those after
-    # the previous event: mass(tau) = clamped_sum + free_sum - free_count * tau = 1.
+    # On the segment just above the first breakpoint where the mass suffices, the sets are
+    # those after the previous event: mass(tau) = clamped_sum + free_sum - free_count * tau.
     before = (first - 1).clamp_min(0)
     count = free_count.gather(-1, before).clamp_min(1)
-    return (clamped_sum.gather(-1, before) + free_sum.gather(-1, before) - 1) / count
+    return (clamped_sum.gather(-1, before) + free_sum.gather(-1, before) - needed) / count
+
+
+def _enumerable(z: Tensor) -> bool:
+    """Rows narrow enough, and few enough, for :func:`threshold_by_enumeration`."""
+    return z.shape[-1] <= ENUMERATION_WIDTH and 2 * z.shape[-1] * z.numel() <= ENUMERATION_SIZE
+
+
+def solve_csparsemax_threshold(z: Tensor, u: Tensor, valid: Tensor | None) -> Tensor:
+    """tau ``[..., 1]`` of csparsemax for centered ``z`` and bounds ``u`` (0 where invalid).
+
+    Narrow rows are solved by enumerating their breakpoints. Otherwise variable fixing runs;
+    it roughly halves the unfixed coordinates per pass, and fixed ones never change again, so on
+    large inputs (more than :data:`COMPACT_ABOVE` scores, where a pass costs more than its
+    fixed overhead) it stops once at most a quarter of every row is unfixed, gathers those
+    coordinates into narrower rows (:func:`compact`) and goes on there. Rows that have not
+    converged after :data:`MAX_ITER` passes (rare) are solved by sorting their breakpoints.
+    """
+    unfixed = 1 - _certain_zeros(z, u)
+    if valid is not None:
+        unfixed = unfixed * valid
+    u = u * unfixed  # the coordinates known to be 0 contribute nothing at any tau
+    remaining = torch.ones_like(z[..., :1])
+    if _enumerable(z):
+        return threshold_by_enumeration(z, u, unfixed, remaining)
+    quarter = z.shape[-1] // 4 if z.numel() > COMPACT_ABOVE else 0
+    tau, converged, unfixed, remaining = fix_variables(
+        z, u, unfixed, remaining, _threshold.MAX_ITER, stop_width=quarter
+    )
+    if bool(converged.all()):
+        return tau
+    if quarter and int(unfixed.sum(-1).max()) <= quarter:
+        z, u, unfixed = compact(z, u, unfixed)
+        if _enumerable(z):
+            return threshold_by_enumeration(z, u, unfixed, remaining)
+        tau, converged, unfixed, remaining = fix_variables(
+            z, u, unfixed, remaining, _threshold.MAX_ITER
+        )
+    pending = ~converged.squeeze(-1)
+    if bool(pending.any()):
+        tau = tau.clone()
+        tau[pending] = csparsemax_threshold(
+            z[pending], u[pending], unfixed[pending] > 0, remaining[pending]
+        )
+    return tau
 
 
 class CsparsemaxFunction(torch.autograd.Function):
@@ -119,7 +220,7 @@ class CsparsemaxFunction(torch.autograd.Function):
         z, u = center(z, valid), u.clamp_min(0)
         if valid is not None:
             z, u = z.masked_fill(~valid, 0), u * valid
-        tau = solve_threshold(csparsemax_threshold_iterative, csparsemax_threshold, z, u, valid)
+        tau = solve_csparsemax_threshold(z, u, valid)
         shifted = z - tau
         a = torch.minimum(torch.relu(shifted), u)  # 0 at masked positions, where u = 0
         # Float 0/1 sets (faster than bool on CPU); at masked positions both are 0 as u = 0.
