@@ -2,8 +2,12 @@
 
 1. Marginals forward+backward of our LinearChainCRF and DependencyCRF against torch-struct
    (``bench/structured_crf.py``).
-2. One decoder step of segmentation attention against softmax attention (B=64, source length
-   50, D=256): score, transform/CRF marginals, context, and the backward pass.
+2. One decoder attention step of segmentation attention against softmax attention (B=64,
+   source length 50, D=256): score, transform/CRF marginals, context, and the backward pass.
+3. One whole decoder step of an attentional NMT decoder at Kim et al.'s sizes (2-layer LSTM of
+   500, input feeding, batch 128, source length 50): LSTM, attention, output layer and loss
+   over a 10k-word vocabulary, and the backward pass, with either attention. Kim et al.'s
+   "structured attention was about 5x slower to train" compares whole models like this.
 
 Same inputs in one run, 2 threads, best of k after warm-up; writes ``reports/bench_structured.md``.
 
@@ -18,8 +22,9 @@ from pathlib import Path
 import torch
 
 from bench import structured_crf
-from bench.timing import best_time, markdown_table, write_report
+from bench.timing import best_time, best_times, markdown_table, write_report
 from lit_structattn.attention import Attention
+from lit_structattn.models.seq2seq import EncodedSource, Seq2Seq
 from lit_structattn.structured.segmentation import SegmentationAttention
 
 REPORT = Path(__file__).resolve().parent.parent / "reports" / "bench_structured.md"
@@ -49,6 +54,35 @@ def attention_step_times(repeats: int, batch: int = 64, length: int = 50, dim: i
     return {name: best_time(step(layer), repeats) for name, layer in layers.items()}
 
 
+def decoder_step_times(
+    repeats: int, batch: int = 128, length: int = 50, dim: int = 500, vocab: int = 10_000
+) -> dict[str, float]:
+    """Forward+backward time of one whole decoder step (2-layer LSTM with input feeding,
+    attention, output layer, NLL loss) with softmax and with segmentation attention."""
+    generator = torch.Generator().manual_seed(0)
+    memory = torch.randn(batch, length, dim, generator=generator)
+    lengths = torch.randint(length // 2, length + 1, (batch,), generator=generator)
+    lengths[0] = length
+    mask = torch.arange(length)[None, :] < lengths[:, None]
+    tokens = torch.randint(3, vocab, (batch,), generator=generator)
+    gold = torch.randint(3, vocab, (batch,), generator=generator)
+
+    def step(attention: str):
+        torch.manual_seed(0)
+        model = Seq2Seq(vocab, vocab, embed_dim=dim, hidden_dim=dim, attention=attention,
+                        input_feed=True, num_layers=2)  # the source memory is given below
+        state = model.initial_state(batch, memory)
+
+        def run() -> None:
+            source = EncodedSource(memory.detach().requires_grad_(), mask)
+            log_probs, _, _ = model.decode_step(tokens, state, source)
+            torch.nn.functional.nll_loss(log_probs, gold).backward()
+
+        return run
+
+    return best_times({name: step(name) for name in ("softmax", "segmentation")}, repeats)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=20)
@@ -62,7 +96,12 @@ def main() -> None:
         ["decoder attention step (B=64, L=50, D=256)", "time (us)", "/ softmax"],
         [[name, f"{t * 1e6:.0f}", f"{t / step['softmax']:.2f}x"] for name, t in step.items()],
     )
-    print(crf_table, "", step_table, sep="\n")
+    decoder = decoder_step_times(args.repeats)
+    decoder_table = markdown_table(
+        ["whole decoder step (B=128, L=50, 2x500 LSTM, V=10k)", "time (ms)", "/ softmax"],
+        [[name, f"{t * 1e3:.1f}", f"{t / decoder['softmax']:.2f}x"] for name, t in decoder.items()],
+    )
+    print(crf_table, "", step_table, "", decoder_table, sep="\n")
     if not args.no_report:
         body = (
             "## Marginals, forward + backward, ours vs torch-struct\n\n"
@@ -70,7 +109,15 @@ def main() -> None:
             "Target: <= 1.0x torch-struct at every size (goal 0.5x).\n\n"
             "## One decoder attention step\n\nScore (bilinear), transform or CRF marginals, "
             "context and the backward pass to the query, best of "
-            f"{args.repeats}.\n\n{step_table}\n\nTarget: segmentation <= 2x softmax."
+            f"{args.repeats}.\n\n{step_table}\n\n"
+            "## One whole decoder step\n\nAn attentional NMT decoder at Kim et al.'s sizes "
+            "(2-layer LSTM of 500 units, input feeding, batch 128, source length 50, a 10k-word "
+            "target vocabulary, smaller than theirs): embedding, LSTM, attention, output layer, "
+            "NLL loss and the backward pass, best of "
+            f"{args.repeats} interleaved rounds.\n\n{decoder_table}\n\n"
+            "Target: a segmentation-attention decoder step <= 2x a softmax-attention step "
+            "(Kim et al.: structured attention made NMT training about 5x slower). The attention "
+            "layer alone (previous table) is further from it."
         )
         write_report(REPORT, "Structured inference and attention: speed against peers",
                      "python -m bench.structured", body)

@@ -13,6 +13,7 @@ the same program in the max semiring.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from functools import cached_property
 
@@ -35,10 +36,14 @@ __all__ = ["LinearChainCRF"]
 
 Reduce = Callable[[Tensor, int], Tensor]
 
-# exp(-80) ~ 1.8e-35 is below float32 and float64 resolution relative to the largest term, and
-# clamping there keeps ``exp`` off its (~100x slower) underflow path on CPU, which padding
-# (identity matrices with ~-inf off the diagonal) and forbidden transitions would otherwise hit.
-_LOG_FLOOR = -80.0
+# Terms more than ``log(eps) - 10`` nats below the largest (about -26 in float32, -46 in float64)
+# change a sum of up to a few thousand terms by far less than its rounding, and clamping them
+# there keeps ``exp`` off its (~100x slower) underflow path on CPU, which padding (identity
+# matrices with ~-inf off the diagonal) and forbidden transitions would otherwise hit; nor can
+# their products with gradients reach the slow denormal range in the backward pass.
+def _log_floor(dtype: torch.dtype) -> float:
+    return math.log(torch.finfo(dtype).eps) - 10.0
+
 
 # Use the log-depth scan when batch * labels**3 is at most this (measured at B=32, T=100 with two
 # threads: the scan is ~3x faster than the time loop at C=2, even at C=8, ~10x slower at C=25).
@@ -195,11 +200,11 @@ def logsumexp(x: Tensor, dim: int) -> Tensor:
     """``log(sum(exp(x), dim))``, stable, twice differentiable, fast on CPU.
 
     The shift is detached (the result does not depend on it), so the backward pass is just the
-    softmax weights ``exp(x - result)``; terms more than 80 nats below the largest are clamped to
-    ``exp(-80)`` of it, a relative change far below the floating-point resolution.
+    softmax weights ``exp(x - result)``; terms far below the largest are clamped (see
+    :func:`_log_floor`), a relative change far below the floating-point resolution.
     """
     shift = x.detach().amax(dim, keepdim=True)
-    return (x - shift).clamp_min(_LOG_FLOOR).exp().sum(dim).log() + shift.squeeze(dim)
+    return (x - shift).clamp_min(_log_floor(x.dtype)).exp().sum(dim).log() + shift.squeeze(dim)
 
 
 def _time_loop(first: Tensor, edges: Tensor, reduce: Reduce) -> Tensor:
