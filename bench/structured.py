@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from bench import structured_crf
-from bench.timing import best_time, best_times, markdown_table, write_report
+from bench.timing import best_times, markdown_table, write_report
 from lit_structattn.attention import Attention
 from lit_structattn.models.seq2seq import EncodedSource, Seq2Seq
 from lit_structattn.structured.segmentation import SegmentationAttention
@@ -51,7 +51,7 @@ def attention_step_times(repeats: int, batch: int = 64, length: int = 50, dim: i
 
         return run
 
-    return {name: best_time(step(layer), repeats) for name, layer in layers.items()}
+    return best_times({name: step(layer) for name, layer in layers.items()}, repeats)
 
 
 def decoder_step_times(
@@ -109,7 +109,7 @@ def main() -> None:
             "Target: <= 1.0x torch-struct at every size (goal 0.5x).\n\n"
             "## One decoder attention step\n\nScore (bilinear), transform or CRF marginals, "
             "context and the backward pass to the query, best of "
-            f"{args.repeats}.\n\n{step_table}\n\n"
+            f"{args.repeats} interleaved rounds.\n\n{step_table}\n\n"
             "## One whole decoder step\n\nAn attentional NMT decoder at Kim et al.'s sizes "
             "(2-layer LSTM of 500 units, input feeding, batch 128, source length 50, a 10k-word "
             "target vocabulary, smaller than theirs): embedding, LSTM, attention, output layer, "

@@ -1,5 +1,7 @@
 """DependencyCRF against an independent brute-force enumeration of projective trees, its
-gradients, masking, float32 stability and input validation."""
+gradients, masking, float32 stability and input validation. Every test runs through both
+algorithms: the compiled inside-outside (numba) and, with it switched off, the torch inside pass
+differentiated by autograd."""
 
 from __future__ import annotations
 
@@ -9,9 +11,20 @@ import itertools
 import pytest
 import torch
 
+from lit_structattn.structured import _eisner_kernel
 from lit_structattn.structured.dependency import DependencyCRF
 
 ROOTS = [True, False]
+
+
+@pytest.fixture(params=["compiled", "autograd"], autouse=True)
+def algorithm(request, monkeypatch):
+    """Force the compiled kernel or the torch inside pass for the whole test."""
+    if request.param == "compiled" and not _eisner_kernel.available():
+        pytest.skip("numba is not installed")
+    if request.param == "autograd":
+        monkeypatch.setattr(_eisner_kernel, "available", lambda: False)
+    return request.param
 
 
 def is_tree(heads: tuple[int, ...]) -> bool:
@@ -246,3 +259,23 @@ def test_invalid_heads():
         crf.log_prob(torch.tensor([[0, 0, 1, 2], [0, 2, 0, 0]]))  # head beyond the length
     with pytest.raises(ValueError, match="shape"):
         crf.log_prob(torch.zeros(2, 3, dtype=torch.long))
+
+
+def test_sentences_beyond_the_kernels_range_fall_back_exactly(monkeypatch):
+    """One arc 2000 nats above all others: every tree weighs exp(-2000 * k) relative to it, so
+    the kernel's probability-space chart underflows; the log-space pass answers instead."""
+    arcs = torch.full((1, 6, 6), -1000.0, dtype=torch.float64)
+    arcs[0, 0, 3] = 1000.0
+    arcs = arcs + random_arcs(1, 5, seed=11)
+    lengths = torch.tensor([5])
+    _, _, _, ok = _eisner_kernel.run(arcs, None, lengths, True)
+    assert not ok.any() or not _eisner_kernel.available()
+    source = arcs.clone().requires_grad_()
+    crf = DependencyCRF(source, lengths)
+    (crf.marginals * arcs.sin()).sum().backward()
+    monkeypatch.setattr(_eisner_kernel, "available", lambda: False)
+    reference_source = arcs.clone().requires_grad_()
+    reference = DependencyCRF(reference_source, lengths)
+    (reference.marginals * arcs.sin()).sum().backward()
+    torch.testing.assert_close(crf.marginals, reference.marginals)
+    torch.testing.assert_close(source.grad, reference_source.grad)

@@ -1,6 +1,7 @@
 """LinearChainCRF against brute-force enumeration of all label sequences, its gradients, masking,
-float32 stability and input validation. Every test runs through both algorithms (the log-depth
-tree of matrix products and the time loop) by forcing the choice with ``_SCAN_MAX_WORK``."""
+float32 stability and input validation. Every test runs through the three algorithms: the
+compiled forward-backward (numba), and with it switched off the log-depth tree of matrix
+products and the time loop (forced with ``_SCAN_MAX_WORK``)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,20 @@ import itertools
 import pytest
 import torch
 
-from lit_structattn.structured import linear_chain
+from lit_structattn.structured import _chain_kernel, linear_chain
 from lit_structattn.structured.linear_chain import LinearChainCRF
 
 SHAPES = ["shared", "batch", "position"]
 
 
-@pytest.fixture(params=["tree", "loop"], autouse=True)
+@pytest.fixture(params=["compiled", "tree", "loop"], autouse=True)
 def algorithm(request, monkeypatch):
-    """Force the log-depth tree or the time loop for the whole test."""
+    """Force the compiled kernel, the log-depth tree or the time loop for the whole test."""
+    if request.param == "compiled":
+        if not _chain_kernel.available():
+            pytest.skip("numba is not installed")
+    else:
+        monkeypatch.setattr(_chain_kernel, "available", lambda: False)
     monkeypatch.setattr(linear_chain, "_SCAN_MAX_WORK", 10**9 if request.param == "tree" else 0)
     return request.param
 
@@ -249,3 +255,30 @@ def test_invalid_tags():
     with pytest.raises(ValueError, match="shape"):
         crf.log_prob(torch.zeros(2, 2, dtype=torch.long))
     assert torch.isfinite(crf.log_prob(torch.tensor([[0, 1, 0], [1, 9, -9]]))).all()
+
+
+def test_gradients_agree_across_algorithms_for_any_cotangent_layout(algorithm):
+    """A broadcast cotangent (``marginals.sum()``), a weighted one, and one through the edge
+    marginals and log Z together give the gradients of the autograd reference (float64)."""
+    unary, transition = make_inputs(3, 6, 3, "shared", seed=23)
+    lengths = torch.tensor([6, 4, 1])
+    weights = torch.randn(3, 6, 3, dtype=torch.float64)
+    edge_weights = torch.randn(3, 5, 3, 3, dtype=torch.float64)
+
+    def losses(crf):
+        return (crf.marginals.sum(), (crf.marginals * weights).sum(),
+                (crf.edge_marginals * edge_weights).sum() + crf.log_partition.sum()
+                + (crf.marginals * weights).sum())
+
+    expected = []
+    for index in range(3):
+        u, t = unary.clone().requires_grad_(), transition.clone().requires_grad_()
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(_chain_kernel, "available", lambda: False)
+            expected.append(torch.autograd.grad(losses(LinearChainCRF(u, t, lengths))[index],
+                                                (u, t)))
+    for index in range(3):
+        u, t = unary.clone().requires_grad_(), transition.clone().requires_grad_()
+        got = torch.autograd.grad(losses(LinearChainCRF(u, t, lengths))[index], (u, t))
+        for ours, reference in zip(got, expected[index], strict=True):
+            torch.testing.assert_close(ours, reference)

@@ -144,7 +144,8 @@ TABLES: dict[str, Table] = {
         budgets=_TAGGING_BUDGETS,
         note="CoNLL-2003 English (eng.train / testa = dev / testb = test) and CoNLL-2002 Spanish "
              "(esp.*), IOB2, entity F1 counted as conlleval does. " + _TAGGING_NOTE
-             + " Dropout 0.3.",
+             + " Spanish exception: no length cutoff (CoNLL-2002 has many long sentences; the "
+             "cutoff cost about 2 F1, BiLSTM-CRF seed 0: 76.8 with it). Dropout 0.3.",
     ),
     "easy_first_ablation": Table(
         name="easy_first_ablation",

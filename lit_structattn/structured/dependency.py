@@ -4,7 +4,8 @@ The inside pass of Eisner's algorithm (Kim et al. 2017, appendix B) runs one Pyt
 width; each step is a handful of batched tensor ops over the batch and all spans of that width.
 Arc marginals are the gradient of the log-partition (``create_graph=True``, so they are
 differentiable), which replaces the explicit outside pass; the argmax tree is the gradient of the
-same program in the max semiring.
+same program in the max semiring. On CPU, when numba is installed, log Z and the marginals come
+instead from a compiled inside-outside pass with a closed-form backward (:mod:`._eisner_kernel`).
 
 Chart layout. With ``CR[s, t]`` / ``CL[s, t]`` the complete spans headed at ``s`` / ``t`` and
 ``IR`` / ``IL`` the incomplete ones (an arc ``s -> t`` / ``t -> s`` just added), width ``k`` needs
@@ -31,6 +32,7 @@ from functools import cached_property
 import torch
 from torch import Tensor
 
+from . import _eisner_kernel
 from ._common import (
     as_grad_input,
     check_indices,
@@ -163,8 +165,17 @@ class DependencyCRF:
 
     @cached_property
     def _inference(self) -> tuple[Tensor, Tensor]:
-        """``(log_partition, marginals)``, the marginals as the gradient of log Z."""
+        """``(log_partition, marginals)``: on CPU with numba installed by the compiled
+        inside-outside of :mod:`._eisner_kernel` (unless a sentence over- or underflows there),
+        otherwise as the gradient of log Z."""
         track = tracks_grad(self.arc_scores)
+        if self.arc_scores.device.type == "cpu" and _eisner_kernel.available():
+            with local_autograd():
+                arcs = as_grad_input(self.arc_scores, track)
+                log_z, marginals, ok = _eisner_kernel.TreeInference.apply(
+                    arcs, self.lengths, self.multiroot)
+            if bool(ok.all()):
+                return (log_z, marginals) if track else (log_z.detach(), marginals.detach())
         with local_autograd():
             arcs = as_grad_input(self.arc_scores, track)
             log_z = self._log_partition_of(arcs, LOG)
