@@ -22,6 +22,13 @@ def test_ci_run_writes_report_and_resumes(tmp_path):
     stamp = result.stat().st_mtime_ns
     run_table("tree_transduction", "ci", seeds=1, rows=["simple"], root=tmp_path, report=report)
     assert result.stat().st_mtime_ns == stamp  # a finished run is not repeated
+    # --cached-only trains nothing: seed 1 and the other rows are absent, so they are not shown
+    run_table("tree_transduction", "ci", seeds=2, root=tmp_path, report=report, cached_only=True)
+    text = report.read_text()
+    assert "--seeds 2 --cached-only" in text and "| simple |" in text
+    assert "| simple |" in text and " | 1 | " in text.split("| simple |")[1].splitlines()[0]
+    assert "not run here:** no attention; structured." in text
+    assert len(list(tmp_path.rglob("result.json"))) == 1
 
 
 @pytest.mark.parametrize(("table", "budget", "valid"), [

@@ -27,14 +27,26 @@ def _slug(text: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in text.lower()).strip("_")
 
 
+def _run_dir(table: Table, row: Row, budget: str, seed: int, root: Path) -> Path:
+    return root / table.name / budget / _slug(row.name) / f"seed{seed}"
+
+
+def cached_result(table: Table, row: Row, budget: str, seed: int, root: Path) -> dict | None:
+    """The stored result of one finished run, or None."""
+    result_file = _run_dir(table, row, budget, seed, root) / "result.json"
+    return json.loads(result_file.read_text()) if result_file.exists() else None
+
+
 def run_one(table: Table, row: Row, budget: str, seed: int, root: Path) -> dict:
-    """Fit and test one row with one seed; returns the test metrics and the wall time."""
+    """Fit and test one row with one seed (unless a finished run is stored); returns the test
+    metrics and the wall time."""
     from ..cli import build_cli  # Lightning is imported only when something runs
 
-    out = root / table.name / budget / _slug(row.name) / f"seed{seed}"
+    out = _run_dir(table, row, budget, seed, root)
     result_file = out / "result.json"
-    if result_file.exists():
-        return json.loads(result_file.read_text())
+    stored = cached_result(table, row, budget, seed, root)
+    if stored is not None:
+        return stored
     print(f"{table.name}: training '{row.name}', seed {seed}, budget {budget} -> {out}",
           flush=True)
     args = [
@@ -72,20 +84,24 @@ def _cell(values: list[float]) -> str:
 
 def render(
     table: Table, budget: str, seeds: range, results: dict[str, list[dict]],
-    not_run: tuple[str, ...] = (),
+    not_run: tuple[str, ...] = (), cached_only: bool = False,
 ) -> str:
-    """The markdown report: ours (mean ± std over seeds) beside the paper, per metric."""
-    header = ["model", *[label for _, label in table.metrics], "wall time / run"]
+    """The markdown report: ours (mean ± std over seeds) beside the paper, per metric, and how
+    many seeds each row has (fewer than asked only with ``cached_only``)."""
+    header = ["model", *[label for _, label in table.metrics], "seeds", "wall time / run"]
     threads = sorted({r.get("threads", "?") for runs in results.values() for r in runs}, key=str)
     lines = [
         f"# {table.title}", "",
         f"Produced by `structattn reproduce {table.name} --budget {budget} --seeds {seeds.stop}"
-        f"{f' --first-seed {seeds.start}' if seeds.start else ''}` on "
+        f"{f' --first-seed {seeds.start}' if seeds.start else ''}"
+        f"{' --cached-only' if cached_only else ''}` on "
         f"{time.strftime('%Y-%m-%d')} (torch {torch.__version__}, "
         f"{'/'.join(map(str, threads))} thread(s) per run). Wall times are as measured on a "
         "shared 2-core machine, where several runs may have run at once.", "",
         f"**Budget `{budget}`:** {table.budgets[budget][1]}. **Seeds:** {seeds.start}.."
-        f"{seeds.stop - 1}.", "",
+        f"{seeds.stop - 1}"
+        f"{'; the rows show the finished runs among them (column seeds)' if cached_only else ''}"
+        ".", "",
         f"**Data:** {table.note}", "",
         *([f"**Rows of the paper's table not run here:** {'; '.join(not_run)}.", ""]
           if not_run else []),
@@ -100,31 +116,41 @@ def render(
             paper = row.paper.get(key)
             cells.append(ours if paper is None else f"{ours} (paper {paper:.1f})")
         wall = statistics.mean(r["wall_seconds"] for r in runs) / 60
-        lines.append(f"| {row.name} | " + " | ".join(cells) + f" | {wall:.1f} min |")
+        lines.append(f"| {row.name} | " + " | ".join(cells) + f" | {len(runs)} | {wall:.1f} min |")
     return "\n".join(lines) + "\n"
 
 
 def run_table(
     name: str, budget: str, seeds: int, rows: list[str] | None = None,
     root: Path = Path("runs/reproduce"), report: Path | None = None, first_seed: int = 0,
+    cached_only: bool = False,
 ) -> Path:
     """Run (or resume) seeds ``first_seed .. seeds - 1`` of every selected row of table
-    ``name``; write the report over those seeds."""
+    ``name``; write the report over those seeds. With ``cached_only`` nothing is trained: the
+    report shows the stored runs among those seeds, and rows without any as not run."""
     if name not in TABLES:
         raise ValueError(f"unknown table {name!r}; valid: {', '.join(sorted(TABLES))}")
     if budget not in BUDGETS:
         raise ValueError(f"unknown budget {budget!r}; valid: {', '.join(BUDGETS)}")
     table = TABLES[name]
     chosen = [r for r in table.rows if rows is None or r.name in rows]
-    results = {
-        row.name: [run_one(table, row, budget, seed, root) for seed in range(first_seed, seeds)]
-        for row in chosen
-    }
+    if cached_only:
+        found = {row.name: [cached_result(table, row, budget, seed, root)
+                            for seed in range(first_seed, seeds)] for row in chosen}
+        results = {name: [r for r in runs if r is not None] for name, runs in found.items()}
+        chosen = [row for row in chosen if results[row.name]]
+    else:
+        results = {
+            row.name: [run_one(table, row, budget, seed, root)
+                       for seed in range(first_seed, seeds)]
+            for row in chosen
+        }
     shown = Table(table.name, table.title, tuple(chosen), table.metrics, table.budgets, table.note)
     path = report or REPORTS / f"{name}.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     not_run = tuple(r.name for r in table.rows if r not in chosen)
-    path.write_text(render(shown, budget, range(first_seed, seeds), results, not_run))
+    path.write_text(render(shown, budget, range(first_seed, seeds), results, not_run,
+                           cached_only))
     return path
 
 
@@ -138,8 +164,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rows", nargs="*", help="row names to run (default: all)")
     parser.add_argument("--root", type=Path, default=Path("runs/reproduce"))
     parser.add_argument("--report", type=Path, help="where to write the markdown report")
+    parser.add_argument("--cached-only", action="store_true",
+                        help="train nothing: report the finished runs stored under --root")
     args = parser.parse_args(argv)
     path = run_table(args.table, args.budget, args.seeds, args.rows, args.root, args.report,
-                     args.first_seed)
+                     args.first_seed, args.cached_only)
     print(path.read_text())
     print(f"report written to {path}")
