@@ -19,7 +19,7 @@ def test_readme_python_snippets_run():
             exec(compile(snippet, "README.md", "exec"), namespace)
     printed = out.getvalue()
     assert "torch.Size([2, 6, 3]) torch.Size([2, 5, 3, 3]) torch.Size([2, 6])" in printed
-    assert "tensor([1.0000, 1.0000, 1.0000, 1.0000]" in printed
+    assert re.search(r"tensor\(\[1\.0*, 1\.0*, 1\.0*, 1\.0*\]\)", printed)  # heads sum to 1
     assert "tensor([[0.7000, 0.3000, 0.0000]])" in printed
     assert "tensor([[0.5000, 0.5000, 0.0000]])" in printed
     assert "torch.Size([2, 16]) torch.Size([2, 5])" in printed
