@@ -13,6 +13,8 @@ Batches (:func:`collate_tagged`) are dicts of padded long tensors, padding id 0 
     words     [B, T]     word ids
     prefixes  [B, T, 4]  prefix ids, [..., n - 1] = the n-character prefix
     suffixes  [B, T, 4]  suffix ids, same layout
+    caps      [B, T]     capitalization class (:func:`capitalization`: 1 lower, 2 Title,
+                         3 UPPER, 4 mIxed; the authors' 4-way feature)
     tags      [B, T]     tag ids (tag vocabulary index 0 = <pad>)
     lengths   [B]        sentence lengths in words
     index     [B]        position of each sentence in its split (eval batches are length-sorted)
@@ -146,6 +148,22 @@ def build_affix_vocab(words: Iterable[str], min_count: int = 1) -> Vocab:
     return Vocab.build(counts, min_count)
 
 
+CAPITALIZATION_CLASSES = 4
+
+
+def capitalization(word: str) -> int:
+    """The 4-way capitalization class of a word: 1 = no capital (incl. no letter), 2 = only the
+    first character capital ("Paris"), 3 = all letters capital ("NATO", "A"), 4 = other."""
+    letters = [c for c in word if c.isalpha()]
+    if not any(c.isupper() for c in letters):
+        return 1
+    if all(c.isupper() for c in letters):
+        return 3
+    if word[0].isupper() and not any(c.isupper() for c in word[1:]):
+        return 2
+    return 4
+
+
 class EncodedSentence(NamedTuple):
     """A sentence as ids (lists; :func:`collate_tagged` pads them). ``prefixes``/``suffixes``
     hold one list of 4 ids per word; ``source``/``aligned`` are None outside QE."""
@@ -154,6 +172,7 @@ class EncodedSentence(NamedTuple):
     prefixes: list[list[int]]
     suffixes: list[list[int]]
     tags: list[int]
+    caps: list[int]
     index: int
     source: list[int] | None = None
     aligned: list[list[int]] | None = None
@@ -200,6 +219,7 @@ class SentenceEncoder:
             suffixes=[f[2] for f in features],
             tags=self.tag_vocab.encode(sentence.tags),
             index=index,
+            caps=[capitalization(word) for word in sentence.words],
             source=source,
             aligned=aligned,
         )
@@ -231,9 +251,10 @@ class TaggingDataset(Dataset):
 def collate_tagged(items: Sequence[EncodedSentence]) -> dict[str, torch.Tensor]:
     """Pad encoded sentences into a batch of long tensors (padding id 0), trimmed to the batch's
     longest sentence: ``words [B, T]``, ``prefixes [B, T, 4]``, ``suffixes [B, T, 4]``,
-    ``tags [B, T]``, ``lengths [B]``, ``index [B]``; if the items carry a source sentence (QE),
-    also ``aligned [B, T, A]`` (A = the largest number of source words aligned to one MT word in
-    the batch, at least 1), ``source [B, S]`` and ``source_lengths [B]``.
+    ``caps [B, T]``, ``tags [B, T]``, ``lengths [B]``, ``index [B]``; if the items carry a
+    source sentence (QE), also ``aligned [B, T, A]`` (A = the largest number of source words
+    aligned to one MT word in the batch, at least 1), ``source [B, S]`` and
+    ``source_lengths [B]``.
     """
     lengths = [len(item.words) for item in items]
     width = max(lengths)
@@ -245,6 +266,7 @@ def collate_tagged(items: Sequence[EncodedSentence]) -> dict[str, torch.Tensor]:
         "words": torch.tensor([_pad(item.words, width) for item in items], dtype=torch.long),
         "prefixes": torch.tensor(prefixes, dtype=torch.long).view(shape),
         "suffixes": torch.tensor(suffixes, dtype=torch.long).view(shape),
+        "caps": torch.tensor([_pad(item.caps, width) for item in items], dtype=torch.long),
         "tags": torch.tensor([_pad(item.tags, width) for item in items], dtype=torch.long),
         "lengths": torch.tensor(lengths, dtype=torch.long),
         "index": torch.tensor([item.index for item in items], dtype=torch.long),

@@ -201,6 +201,19 @@ def test_encoder_dimensions_follow_the_paper():
     assert enc.input_dim == 128
 
 
+def test_capitalization_one_hot_input():
+    enc = TaggingEncoder(10, 0, use_affixes=False, use_capitalization=True, word_dim=3)
+    assert enc.input_dim == 3 + 4
+    words, caps = torch.tensor([[2, 3, 0]]), torch.tensor([[1, 4, 0]])
+    inputs = enc.embed(words, caps=caps)
+    assert inputs[0, :, 3:].tolist() == [[1, 0, 0, 0], [0, 0, 0, 1], [0, 0, 0, 0]]
+    with pytest.raises(ValueError, match="needs caps"):
+        enc.embed(words)
+    tagger = EasyFirstTagger(10, 5, use_affixes=False, use_capitalization=True, steps=2)
+    out = tagger(words, torch.tensor([2]), caps=caps)
+    assert out.scores.shape[:2] == (1, 3)
+
+
 @pytest.mark.parametrize("crf", [False, True])
 def test_loss_ignores_padding_and_predict(crf):
     batch, tags = make_batch(LENGTHS, extra=2)

@@ -29,6 +29,7 @@ from datamodules.tagging import (
     Vocab,
     affixes,
     build_affix_vocab,
+    capitalization,
 )
 from datamodules.ud_pos import UDPOSDataModule, read_conllu
 from datamodules.word_qe import WordQEDataModule, read_word_qe
@@ -157,7 +158,7 @@ def test_batch_shapes_and_padding(ner_en):
     assert batch["tags"].shape == (B, T) and batch["lengths"].shape == (B,)
     assert all(v.dtype == torch.long for v in batch.values())
     mask = torch.arange(T)[None, :] < batch["lengths"][:, None]
-    for key in ("words", "tags"):
+    for key in ("words", "tags", "caps"):
         assert (batch[key][~mask] == 0).all() and (batch[key][mask] > 0).all()
     assert (batch["prefixes"][~mask] == 0).all() and (batch["suffixes"][~mask] == 0).all()
     # the 1-character affixes exist for every real word; n-grams longer than the word are pad
@@ -168,6 +169,7 @@ def test_batch_shapes_and_padding(ner_en):
         assert ner_en.vocab.decode(batch["words"][b, : len(words)]) == list(words)
         shorter = torch.tensor([[len(w) < n for n in range(1, 5)] for w in words])
         assert torch.equal(batch["suffixes"][b, : len(words)] == 0, shorter)
+        assert batch["caps"][b, : len(words)].tolist() == [capitalization(w) for w in words]
         tags = ner_en.tag_vocab.decode(batch["tags"][b, : len(words)])
         assert tags == list(dataset.sentences[index].tags)
 
@@ -316,6 +318,14 @@ def test_small_modules_cutoff_affixes_and_unaligned_words(tmp_path):
     assert batch["aligned"][0, 0].tolist() == [source.id("a"), Vocab.UNK_ID]
     assert (batch["aligned"][0, 1:] == 0).all()
     assert batch["source"].shape == (1, 5) and batch["source_lengths"].tolist() == [5]
+
+
+@pytest.mark.parametrize(("word", "expected"), [
+    ("paris", 1), ("1990", 1), (",", 1), ("Paris", 2), ("Ärzte", 2), ("NATO", 3), ("A", 3),
+    ("U.S.", 3), ("McDonald", 4), ("iPhone", 4), ("Paris-Match", 4),
+])
+def test_capitalization_classes(word, expected):
+    assert capitalization(word) == expected
 
 
 def test_affix_helpers_and_vocab():

@@ -275,7 +275,8 @@ class EasyFirstTagger(nn.Module):
         vocab_size: word vocabulary size (0 = pad, 1 = unk).
         num_tags: ``K``, the tag vocabulary size including the padding tag.
         affix_vocab_size, source_vocab_size, word_dim, affix_dim, source_dim, hidden_dim,
-            use_affixes: the encoder (see :class:`~.tagging_encoder.TaggingEncoder`).
+            use_affixes, use_capitalization: the encoder (see
+            :class:`~.tagging_encoder.TaggingEncoder`).
         dropout: dropout probability (paper: 0.2 POS, 0.3 NER, 0.1 QE).
         steps: sketch steps ``N``: ``0`` (BiLSTM), a positive integer, or ``"L"``.
         attention, update, sketch_dim, preattention_dim, window, penalty, vanilla_criterion:
@@ -304,6 +305,7 @@ class EasyFirstTagger(nn.Module):
         source_dim: int = 64,
         hidden_dim: int = 50,
         use_affixes: bool = True,
+        use_capitalization: bool = False,
         dropout: float = 0.2,
         steps: Steps = "L",
         attention: str = "csoftmax",
@@ -326,7 +328,7 @@ class EasyFirstTagger(nn.Module):
         self.encoder = TaggingEncoder(
             vocab_size, affix_vocab_size, source_vocab_size, word_dim=word_dim,
             affix_dim=affix_dim, source_dim=source_dim, hidden_dim=hidden_dim,
-            use_affixes=use_affixes, dropout=dropout,
+            use_affixes=use_affixes, use_capitalization=use_capitalization, dropout=dropout,
         )
         state_dim = self.encoder.output_dim
         self.decoder = None
@@ -381,14 +383,16 @@ class EasyFirstTagger(nn.Module):
         suffixes: Tensor | None = None,
         aligned: Tensor | None = None,
         steps: Steps | None = None,
+        caps: Tensor | None = None,
     ) -> EasyFirstOutput:
         """``words [B, T]``, ``lengths [B]``, ``prefixes``/``suffixes [B, T, 4]`` (affix ids),
-        ``aligned [B, T, A]`` (QE source-word ids) -> :class:`EasyFirstOutput`.
+        ``aligned [B, T, A]`` (QE source-word ids), ``caps [B, T]`` (capitalization classes)
+        -> :class:`EasyFirstOutput`.
 
         ``steps`` overrides the number of sketch steps for this call (not for ``steps=0``
         models).
         """
-        states, mask = self.encoder(words, lengths, prefixes, suffixes, aligned)
+        states, mask = self.encoder(words, lengths, prefixes, suffixes, aligned, caps)
         batch, length = words.shape
         if self.decoder is None:
             if steps not in (None, 0):

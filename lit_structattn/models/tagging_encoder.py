@@ -22,6 +22,8 @@ from torch import Tensor, nn
 
 from ..encoders import BiLSTMEncoder, lengths_to_mask
 
+CAPITALIZATION_CLASSES = 4  # lower, Title, UPPER, mIxed (datamodules.tagging.capitalization)
+
 __all__ = ["TaggingEncoder", "load_pretrained_vectors"]
 
 
@@ -35,6 +37,8 @@ class TaggingEncoder(nn.Module):
         word_dim, affix_dim, source_dim: embedding sizes (paper: 64, 50, 64).
         hidden_dim: BiLSTM units per direction (paper: 50); ``output_dim = 2 * hidden_dim``.
         use_affixes: add the summed prefix and the summed suffix embeddings.
+        use_capitalization: add the one-hot 4-way capitalization class of the word (the
+            authors' ``cap_feature``; ``caps`` ids 1..4, 0 = padding).
         dropout: applied to the input vectors and to the BiLSTM states.
     """
 
@@ -48,6 +52,7 @@ class TaggingEncoder(nn.Module):
         source_dim: int = 64,
         hidden_dim: int = 50,
         use_affixes: bool = True,
+        use_capitalization: bool = False,
         dropout: float = 0.2,
     ) -> None:
         super().__init__()
@@ -61,6 +66,9 @@ class TaggingEncoder(nn.Module):
             self.prefix_embedding = nn.Embedding(affix_vocab_size, affix_dim, padding_idx=0)
             self.suffix_embedding = nn.Embedding(affix_vocab_size, affix_dim, padding_idx=0)
             input_dim += 2 * affix_dim
+        self.use_capitalization = use_capitalization
+        if use_capitalization:
+            input_dim += CAPITALIZATION_CLASSES
         self.source_embedding = None
         if source_vocab_size > 0:
             self.source_embedding = nn.Embedding(source_vocab_size, source_dim, padding_idx=0)
@@ -87,11 +95,13 @@ class TaggingEncoder(nn.Module):
         prefixes: Tensor | None = None,
         suffixes: Tensor | None = None,
         aligned: Tensor | None = None,
+        caps: Tensor | None = None,
     ) -> Tensor:
         """The input vector of every word ``[B, T, input_dim]`` (before dropout).
 
         ``words [B, T]``; ``prefixes``/``suffixes [B, T, n]`` affix ids (0 = absent);
-        ``aligned [B, T, A]`` source-word ids (0 = padding; a word with no alignment gets 0).
+        ``aligned [B, T, A]`` source-word ids (0 = padding; a word with no alignment gets 0);
+        ``caps [B, T]`` capitalization classes 1..4 (0 = padding).
         """
         parts = [self.word_embedding(words)]
         if self.use_affixes:
@@ -99,6 +109,11 @@ class TaggingEncoder(nn.Module):
                 raise ValueError("TaggingEncoder: use_affixes=True needs prefixes and suffixes")
             parts.append(self.prefix_embedding(prefixes).sum(-2))
             parts.append(self.suffix_embedding(suffixes).sum(-2))
+        if self.use_capitalization:
+            if caps is None:
+                raise ValueError("TaggingEncoder: use_capitalization=True needs caps [B, T]")
+            onehot = nn.functional.one_hot(caps, CAPITALIZATION_CLASSES + 1)[..., 1:]
+            parts.append(onehot.to(parts[0].dtype))
         if self.source_embedding is not None:
             if aligned is None:
                 raise ValueError("TaggingEncoder: a source vocabulary is set, so the batch needs "
@@ -114,11 +129,12 @@ class TaggingEncoder(nn.Module):
         prefixes: Tensor | None = None,
         suffixes: Tensor | None = None,
         aligned: Tensor | None = None,
+        caps: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
         """``words [B, T]``, ``lengths [B]`` (+ optional inputs, see :meth:`embed`) ->
         ``(states [B, T, 2H] (0 at padding), mask [B, T] bool)``."""
         mask = lengths_to_mask(lengths, words.shape[1])
-        inputs = self.dropout(self.embed(words, prefixes, suffixes, aligned))
+        inputs = self.dropout(self.embed(words, prefixes, suffixes, aligned, caps))
         states = self.dropout(self.rnn(inputs, lengths))
         return states * mask[..., None], mask
 

@@ -36,6 +36,7 @@ class TaggingTask(Task):
         tag_weights: loss weight per tag name (QE: ``{"BAD": 5.0}``); others weigh 1.
         pretrained_vectors: a GloVe/word2vec text file to initialise the word embeddings.
         use_affixes: prefix/suffix n-gram embeddings (the QE model has none).
+        use_capitalization: the authors' 4-way capitalization one-hot as an extra input.
         Other sizes: see :class:`~lit_structattn.models.easy_first.EasyFirstTagger`.
     """
 
@@ -56,6 +57,7 @@ class TaggingTask(Task):
         window: int = 2,
         penalty: float = 1.0,
         use_affixes: bool = True,
+        use_capitalization: bool = False,
         tag_weights: dict[str, float] | None = None,
         pretrained_vectors: str | None = None,
         lr: float = 0.1,
@@ -87,7 +89,8 @@ class TaggingTask(Task):
             len(data.vocab), len(tags), len(data.affix_vocab) if hp.use_affixes else 0,
             len(source_vocab) if source_vocab is not None else 0,
             word_dim=hp.word_dim, affix_dim=hp.affix_dim, hidden_dim=hp.hidden_dim,
-            use_affixes=hp.use_affixes, dropout=hp.dropout, steps=hp.steps,
+            use_affixes=hp.use_affixes, use_capitalization=hp.use_capitalization,
+            dropout=hp.dropout, steps=hp.steps,
             attention=hp.attention, update=hp.sketch_update, sketch_dim=hp.sketch_dim,
             preattention_dim=hp.preattention_dim, window=hp.window, penalty=hp.penalty,
             concat=hp.concat, crf=hp.crf, tag_weights=weights, pad_tag=0,
@@ -116,7 +119,7 @@ class TaggingTask(Task):
         return self.model(
             batch["words"], batch["lengths"],
             batch["prefixes"] if affixes else None, batch["suffixes"] if affixes else None,
-            batch.get("aligned"),
+            batch.get("aligned"), caps=batch["caps"] if self.hparams.use_capitalization else None,
         )
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
