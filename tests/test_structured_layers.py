@@ -130,9 +130,10 @@ def test_structured_results_under_inference_mode():
     torch.manual_seed(0)
     unary, transition = torch.randn(2, 5, 3), torch.randn(3, 3)
     arcs, lengths = torch.randn(2, 5, 5), torch.tensor([4, 2])
-    with torch.inference_mode():
-        chain = LinearChainCRF(unary, transition, lengths)
-        tree = DependencyCRF(arcs, lengths)
+    with torch.inference_mode():  # inputs computed inside it are inference tensors
+        inner = (unary * 1, transition * 1, arcs * 1, lengths.clone())
+        chain = LinearChainCRF(inner[0], inner[1], inner[3])
+        tree = DependencyCRF(inner[2], inner[3])
         got = (chain.marginals, chain.edge_marginals, chain.argmax, chain.entropy,
                tree.marginals, tree.argmax)
     chain, tree = LinearChainCRF(unary, transition, lengths), DependencyCRF(arcs, lengths)

@@ -171,8 +171,9 @@ class TreeInference(torch.autograd.Function):
     @staticmethod
     def forward(ctx, arcs: Tensor, lengths: Tensor, multiroot: bool):
         log_z, marginals, _, ok = run(arcs, None, lengths, multiroot)
-        ctx.save_for_backward(arcs, lengths)
-        ctx.multiroot = multiroot
+        ctx.save_for_backward(arcs)
+        ctx.lengths, ctx.multiroot = lengths.detach().clone(), multiroot  # may be an inference
+        # tensor (built under torch.inference_mode), which save_for_backward refuses
         ok = torch.from_numpy(ok)
         ctx.mark_non_differentiable(ok)
         return (torch.from_numpy(log_z).to(arcs.dtype),
@@ -181,8 +182,8 @@ class TreeInference(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, g_log_z: Tensor | None, g_marginals: Tensor | None, _):
-        arcs, lengths = ctx.saved_tensors
-        _, marginals, vjp, _ = run(arcs, g_marginals, lengths, ctx.multiroot)
+        (arcs,) = ctx.saved_tensors
+        _, marginals, vjp, _ = run(arcs, g_marginals, ctx.lengths, ctx.multiroot)
         grad = torch.from_numpy(vjp)
         if g_log_z is not None:
             grad = grad + g_log_z.to(torch.float64)[:, None, None] * torch.from_numpy(marginals)
