@@ -13,7 +13,33 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator, Sequence
 
+import torch
 from torch.utils.data import BatchSampler, Sampler
+
+
+def seq2seq_batch(
+    src: Sequence[Sequence[int]], tgt: Sequence[Sequence[int]], bos: int, eos: int,
+    **extra: Sequence[int],
+) -> dict[str, torch.Tensor]:
+    """The encoder-decoder batch layout (padding id 0, each tensor trimmed to its longest row):
+    ``src [B, S]``, ``src_lengths [B]``, ``tgt_in [B, T]`` (``bos`` + target), ``tgt_out [B, T]``
+    (target + ``eos``), ``tgt_lengths [B]`` (target length + 1) and one ``[B]`` tensor per
+    ``extra`` keyword."""
+    src_lengths = [len(s) for s in src]
+    tgt_lengths = [len(t) + 1 for t in tgt]
+    width = max(tgt_lengths)
+    return {
+        "src": torch.tensor(_pad(src, max(src_lengths))),
+        "src_lengths": torch.tensor(src_lengths),
+        "tgt_in": torch.tensor(_pad([[bos, *t] for t in tgt], width)),
+        "tgt_out": torch.tensor(_pad([[*t, eos] for t in tgt], width)),
+        "tgt_lengths": torch.tensor(tgt_lengths),
+        **{name: torch.tensor(list(values)) for name, values in extra.items()},
+    }
+
+
+def _pad(rows: Sequence[Sequence[int]], width: int) -> list[list[int]]:
+    return [[*row] + [0] * (width - len(row)) for row in rows]
 
 
 class BucketBatchSampler(BatchSampler):

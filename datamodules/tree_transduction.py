@@ -45,7 +45,7 @@ from dataclasses import dataclass
 import torch
 from torch.utils.data import DataLoader, Dataset, RandomSampler, SequentialSampler
 
-from .batching import BucketBatchSampler
+from .batching import BucketBatchSampler, seq2seq_batch
 from .splits import SplitDataModule
 
 OPERATORS = ("+", "*")
@@ -261,21 +261,7 @@ def collate_formulas(items: Sequence[tuple[list[int], list[int], int]]) -> dict[
     ``<eos>``) and ``depth [B]``; padding is ``<pad>`` = 0.
     """
     src, tgt, depth = zip(*items, strict=True)
-    src_lengths = [len(s) for s in src]
-    tgt_lengths = [len(t) + 1 for t in tgt]
-    width = max(tgt_lengths)
-    return {
-        "src": torch.tensor(_pad(src, max(src_lengths))),
-        "src_lengths": torch.tensor(src_lengths),
-        "tgt_in": torch.tensor(_pad([[TreeVocab.BOS_ID, *t] for t in tgt], width)),
-        "tgt_out": torch.tensor(_pad([[*t, TreeVocab.EOS_ID] for t in tgt], width)),
-        "tgt_lengths": torch.tensor(tgt_lengths),
-        "depth": torch.tensor(depth),
-    }
-
-
-def _pad(rows: Sequence[list[int]], width: int) -> list[list[int]]:
-    return [row + [TreeVocab.PAD_ID] * (width - len(row)) for row in rows]
+    return seq2seq_batch(src, tgt, TreeVocab.BOS_ID, TreeVocab.EOS_ID, depth=depth)
 
 
 # ----------------------------------------------------------------------------- datamodule

@@ -1,0 +1,269 @@
+"""Parallel corpora for the encoder-decoder (Malaviya et al. 2018): Moses tokenization
+(sacremoses), one joint BPE model for both languages (sentencepiece, trained once per corpus
+and cached), length filtering of the training pairs, length-bucketed batches and detokenized
+output for evaluation.
+
+Files: ``{prefix}.{lang}`` or ``{prefix}.{lang}.gz`` per split, line-aligned (line i of the
+source file translates line i of the target file), e.g. Multi30k's ``train.de.gz`` /
+``train.en.gz``, ``val.*`` and ``test_2016_flickr.*`` in ``../shared/data/multi30k_en_de``.
+
+Batches (the same layout as the tree-transduction batches, padding id 0)::
+
+    src          [B, S]  source subword ids (no <bos>/<eos>)
+    src_lengths  [B]
+    tgt_in       [B, T]  <bos> + target subword ids
+    tgt_out      [B, T]  target subword ids + <eos>
+    tgt_lengths  [B]     target length + 1 (counting <eos>)
+    index        [B]     position of each pair in its split (evaluation batches are sorted)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import torch
+from torch.utils.data import DataLoader, Dataset, RandomSampler, SequentialSampler
+
+from .batching import BucketBatchSampler, seq2seq_batch
+from .files import MalformedLine, data_root, open_text
+from .splits import SplitDataModule
+
+PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
+SPLITS = ("train", "val", "test")
+
+
+class Subwords:
+    """Moses tokenization + a joint sentencepiece BPE model (ids: 0 pad, 1 <bos>, 2 <eos>,
+    3 <unk>), for two languages.
+
+    Args:
+        model_file: a trained sentencepiece model (see :meth:`train`).
+        src_lang, tgt_lang: language codes for the Moses tokenizer and detokenizer.
+    """
+
+    def __init__(self, model_file: str | Path, src_lang: str, tgt_lang: str) -> None:
+        import sentencepiece
+        from sacremoses import MosesDetokenizer, MosesTokenizer
+
+        self.model_file = Path(model_file)
+        self.processor = sentencepiece.SentencePieceProcessor(model_file=str(model_file))
+        self._tokenizers = {lang: MosesTokenizer(lang=lang) for lang in (src_lang, tgt_lang)}
+        self._detokenizers = {lang: MosesDetokenizer(lang=lang) for lang in (src_lang, tgt_lang)}
+
+    def __len__(self) -> int:
+        return self.processor.get_piece_size()
+
+    @staticmethod
+    def moses(tokenizer, text: str) -> str:
+        """Moses-tokenized ``text`` (tokens joined by spaces, no HTML escaping)."""
+        return tokenizer.tokenize(text, escape=False, return_str=True)
+
+    @staticmethod
+    def train(lines: Iterable[str], model_prefix: Path, vocab_size: int) -> Path:
+        """Train a BPE model on already Moses-tokenized ``lines``; returns the model file."""
+        import sentencepiece
+
+        sentencepiece.SentencePieceTrainer.train(
+            sentence_iterator=iter(list(lines)), model_prefix=str(model_prefix),
+            model_type="bpe", vocab_size=vocab_size, character_coverage=1.0,
+            pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID, unk_id=UNK_ID,
+            num_threads=1, minloglevel=2, hard_vocab_limit=False,
+        )
+        return model_prefix.with_suffix(".model")
+
+    def encode(self, text: str, lang: str) -> list[int]:
+        """Subword ids of raw ``text`` in language ``lang``."""
+        return self.processor.encode(self.moses(self._tokenizers[lang], text))
+
+    def decode(self, ids: Sequence[int] | torch.Tensor, lang: str) -> str:
+        """Detokenized text of subword ``ids``; stops at the first <eos>, skips pad and <bos>."""
+        ids = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
+        if EOS_ID in ids:
+            ids = ids[: ids.index(EOS_ID)]
+        pieces = self.processor.decode([i for i in ids if i not in (PAD_ID, BOS_ID)])
+        return self._detokenizers[lang].detokenize(pieces.split())
+
+
+def read_parallel(src_file: Path, tgt_file: Path) -> list[tuple[str, str]]:
+    """The line-aligned pairs of two (plain or gzip) UTF-8 files.
+
+    Raises:
+        MalformedLine: the files differ in length (the first line one of them lacks is named)
+            or a line is empty on one side only.
+    """
+    with open_text(src_file) as f:
+        src = f.read().split("\n")
+    with open_text(tgt_file) as f:
+        tgt = f.read().split("\n")
+    for lines in (src, tgt):
+        if lines and lines[-1] == "":
+            lines.pop()
+    if len(src) != len(tgt):
+        shorter = src_file if len(src) < len(tgt) else tgt_file
+        raise MalformedLine(shorter, min(len(src), len(tgt)) + 1,
+                            f"missing: {src_file.name} has {len(src)} lines, {tgt_file.name} "
+                            f"has {len(tgt)}; the files must be line-aligned")
+    for number, (s, t) in enumerate(zip(src, tgt, strict=True), start=1):
+        if bool(s.strip()) != bool(t.strip()):
+            empty = src_file if not s.strip() else tgt_file
+            raise MalformedLine(empty, number, "empty line opposite a non-empty one")
+    return [(s.strip(), t.strip()) for s, t in zip(src, tgt, strict=True) if s.strip()]
+
+
+class TranslationDataset(Dataset):
+    """Encoded pairs of one split: item ``i`` is ``(src ids, tgt ids, i)``; ``pairs`` keeps the
+    raw text (the references for BLEU)."""
+
+    def __init__(self, pairs: Sequence[tuple[str, str]], items: Sequence[tuple[list, list]]):
+        self.pairs = list(pairs)
+        self.items = [(src, tgt, i) for i, (src, tgt) in enumerate(items)]
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, index: int) -> tuple[list[int], list[int], int]:
+        return self.items[index]
+
+
+def collate_pairs(items: Sequence[tuple[list[int], list[int], int]]) -> dict[str, torch.Tensor]:
+    """Pad dataset items into a batch (see the module docstring)."""
+    src, tgt, index = zip(*items, strict=True)
+    return seq2seq_batch(src, tgt, BOS_ID, EOS_ID, index=index)
+
+
+class TranslationDataModule(SplitDataModule):
+    """A parallel corpus as subword batches (see the module docstring).
+
+    Args:
+        data_dir: the corpus folder; default ``<data_root>/multi30k_en_de``.
+        src_lang, tgt_lang: the translation direction (file suffixes and Moses languages).
+        prefixes: file prefixes of the train, val and test splits.
+        bpe_size: the joint BPE vocabulary size (sentencepiece may stop short on tiny corpora).
+        max_length: training pairs with more subwords on either side are dropped (training
+            only); None keeps all.
+        batch_size: sentence pairs per batch; bucket_batches: batches sorted by length together.
+        cache_dir: where the BPE model is kept (default ``~/.cache/structattn``); it is trained
+            once per corpus, size and direction, keyed by a hash of the training files.
+        num_workers, seed: DataLoader workers; base seed of the training batch order.
+
+    After :meth:`setup`: ``subwords`` (:class:`Subwords`), ``datasets`` and ``dropped_train``.
+    """
+
+    def __init__(
+        self,
+        data_dir: str | None = None,
+        src_lang: str = "de",
+        tgt_lang: str = "en",
+        prefixes: tuple[str, str, str] = ("train", "val", "test_2016_flickr"),
+        bpe_size: int = 8000,
+        max_length: int | None = 50,
+        batch_size: int = 64,
+        bucket_batches: int = 50,
+        cache_dir: str | None = None,
+        num_workers: int = 0,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        for name, value, low in (("bpe_size", bpe_size, 8), ("batch_size", batch_size, 1),
+                                 ("bucket_batches", bucket_batches, 1),
+                                 ("num_workers", num_workers, 0)):
+            if not isinstance(value, int) or value < low:
+                raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+        if max_length is not None and (not isinstance(max_length, int) or max_length < 1):
+            raise ValueError(f"max_length must be None or an int >= 1, got {max_length!r}")
+        if len(prefixes) != 3:
+            raise ValueError(f"prefixes must name the train, val and test files, got {prefixes}")
+        self.save_hyperparameters()
+        self.subwords: Subwords | None = None
+        self.datasets: dict[str, TranslationDataset] = {}
+        self.dropped_train = 0
+
+    def data_folder(self) -> Path:
+        if self.hparams.data_dir is not None:
+            return Path(self.hparams.data_dir).expanduser()
+        return data_root() / "multi30k_en_de"
+
+    def split_files(self, split: str) -> tuple[Path, Path]:
+        """The source and target files of ``split`` (``.gz`` or plain)."""
+        h, folder = self.hparams, self.data_folder()
+        prefix = h.prefixes[SPLITS.index(split)]
+        found = []
+        for lang in (h.src_lang, h.tgt_lang):
+            candidates = [folder / f"{prefix}.{lang}.gz", folder / f"{prefix}.{lang}"]
+            existing = [c for c in candidates if c.is_file()]
+            if not existing:
+                expected = ", ".join(f"{p}.{{{h.src_lang},{h.tgt_lang}}}[.gz]"
+                                     for p in h.prefixes)
+                raise FileNotFoundError(
+                    f"{folder} lacks {prefix}.{lang}[.gz]; expected {expected} (line-aligned "
+                    "plain text, e.g. Multi30k from github.com/multi30k/dataset, data/task1/raw)"
+                )
+            found.append(existing[0])
+        return found[0], found[1]
+
+    def _cache_dir(self) -> Path:
+        if self.hparams.cache_dir is not None:
+            return Path(self.hparams.cache_dir).expanduser()
+        return Path.home() / ".cache" / "structattn"
+
+    def _bpe_model(self, train_pairs: Sequence[tuple[str, str]]) -> Subwords:
+        """The corpus's BPE model, trained on the Moses-tokenized training text if not cached."""
+        h = self.hparams
+        digest = hashlib.sha256()
+        for path in self.split_files("train"):
+            digest.update(path.read_bytes())
+        digest.update(f"{h.src_lang}-{h.tgt_lang}-{h.bpe_size}".encode())
+        folder = self._cache_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        prefix = folder / f"bpe-{h.src_lang}-{h.tgt_lang}-{h.bpe_size}-{digest.hexdigest()[:16]}"
+        model = prefix.with_suffix(".model")
+        if not model.is_file():
+            from sacremoses import MosesTokenizer
+
+            tokenizers = [MosesTokenizer(lang=h.src_lang), MosesTokenizer(lang=h.tgt_lang)]
+            text = io.StringIO()
+            for src, tgt in train_pairs:
+                text.write(Subwords.moses(tokenizers[0], src) + "\n")
+                text.write(Subwords.moses(tokenizers[1], tgt) + "\n")
+            Subwords.train(text.getvalue().splitlines(), prefix, h.bpe_size)
+        return Subwords(model, h.src_lang, h.tgt_lang)
+
+    def setup(self, stage: str | None = None) -> None:
+        """Read the splits, train or load the BPE model, encode (once; later calls no-op)."""
+        if self.datasets:
+            return
+        h = self.hparams
+        pairs = {split: read_parallel(*self.split_files(split)) for split in SPLITS}
+        self.subwords = self._bpe_model(pairs["train"])
+        for split in SPLITS:
+            items = [(self.subwords.encode(s, h.src_lang), self.subwords.encode(t, h.tgt_lang))
+                     for s, t in pairs[split]]
+            kept = list(zip(pairs[split], items, strict=True))
+            if split == "train" and h.max_length is not None:
+                kept = [(p, (s, t)) for p, (s, t) in kept
+                        if len(s) <= h.max_length and len(t) <= h.max_length]
+                self.dropped_train = len(items) - len(kept)
+            self.datasets[split] = TranslationDataset([p for p, _ in kept], [i for _, i in kept])
+
+    def detokenize(self, ids: Sequence[int] | torch.Tensor) -> str:
+        """Target-language text of a model output or a ``tgt_out`` row."""
+        return self.subwords.decode(ids, self.hparams.tgt_lang)
+
+    def _loader(self, split: str, shuffle: bool = False) -> DataLoader:
+        """Length-bucketed batches; training batches in random order, evaluation batches
+        shortest first."""
+        if not self.datasets:
+            raise RuntimeError("call setup() before asking for a dataloader")
+        dataset = self.datasets[split]
+        indices = RandomSampler(dataset) if shuffle else SequentialSampler(dataset)
+        batches = BucketBatchSampler(
+            indices, self.hparams.batch_size, drop_last=False,
+            lengths=[len(src) for src, _, _ in dataset.items],
+            bucket_batches=self.hparams.bucket_batches if shuffle else len(dataset),
+            shuffle=shuffle, seed=self.hparams.seed,
+        )
+        return DataLoader(dataset, batch_sampler=batches, num_workers=self.hparams.num_workers,
+                          collate_fn=collate_pairs)
