@@ -47,6 +47,7 @@ class Attention(nn.Module):
         values: Tensor | None = None,
         mask: Tensor | None = None,
         upper: Tensor | None = None,
+        bonus: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Attend from ``query`` over ``keys``.
 
@@ -56,6 +57,8 @@ class Attention(nn.Module):
             values: ``[B, L, Dv]``; defaults to ``keys``.
             mask: ``[B, L]`` bool, True = real position.
             upper: upper bounds ``[B, L]`` or ``[B, T, L]``; required by constrained transforms.
+            bonus: added to the scores before the transform, shaped like ``upper`` (e.g. the
+                exhaustion bonus ``c * upper`` of Malaviya et al. 2018).
         Returns:
             ``(context, weights)``: ``[B, Dv]`` and ``[B, L]`` for a ``[B, Dq]`` query, or
             ``[B, T, Dv]`` and ``[B, T, L]`` for ``[B, T, Dq]`` queries.
@@ -64,7 +67,10 @@ class Attention(nn.Module):
         if single:
             query = query.unsqueeze(1)
             upper = None if upper is None else upper.unsqueeze(-2)
+            bonus = None if bonus is None else bonus.unsqueeze(-2)
         scores = self.scores(query, keys)  # [B, T, L]
+        if bonus is not None:
+            scores = scores + bonus
         weights = self.transform(
             scores, upper=upper, dim=-1, mask=None if mask is None else mask.unsqueeze(1)
         )

@@ -6,6 +6,12 @@ Decoder: an LSTM whose state ``h_t`` queries the source through the chosen atten
 ``h~_t = tanh(U [c_t; h_t])`` and ``p(y_{t+1}) = softmax(V h~_t + b)``; with input feeding,
 ``h~_{t-1}`` is concatenated to the next input. Decoding: greedy or batched beam search with
 length normalization.
+
+Constrained attention (``csoftmax``/``csparsemax``, Malaviya et al. 2018): the decoder keeps the
+cumulative attention ``beta`` of every source word and bounds step ``t`` by
+``u_t = fertility - beta_{t-1}`` (clamped at 0); with ``sink=True`` the last real source token is
+the ``<SINK>``, whose bound never binds, and ``exhaustion_bonus = c`` adds ``c * u_t`` to the
+scores of the other words. Fertilities are a constant or given per source token.
 """
 
 from __future__ import annotations
@@ -23,32 +29,45 @@ SOURCE_ATTENTION = ("none", "simple", "structured")
 ENCODERS = ("embedding", "bilstm")
 
 
+def _rows(t: Tensor | None, index: Tensor, dim: int = 0) -> Tensor | None:
+    return None if t is None else t.index_select(dim, index)
+
+
 @dataclass
 class DecoderState:
-    """Recurrent state of a batch of hypotheses: LSTM ``h``/``c`` ``[layers, N, H]`` and the
-    previous attentional output ``feed [N, H]`` (zeros when input feeding is off)."""
+    """Recurrent state of a batch of hypotheses: LSTM ``h``/``c`` ``[layers, N, H]``, the
+    previous attentional output ``feed [N, H]`` (zeros when input feeding is off) and, for
+    constrained attention, the cumulative attention ``coverage [N, S]``."""
 
     h: Tensor
     c: Tensor
     feed: Tensor
+    coverage: Tensor | None = None
 
     def select(self, index: Tensor) -> DecoderState:
         """The states of hypotheses ``index [N']`` (beam reordering / expansion)."""
-        return DecoderState(self.h[:, index], self.c[:, index], self.feed[index])
+        return DecoderState(self.h[:, index], self.c[:, index], self.feed[index],
+                            _rows(self.coverage, index))
 
 
 @dataclass
 class EncodedSource:
-    """``memory [B, S, M]`` attended by the decoder, ``mask [B, S]``, and the intra-source
-    attention ``self_attention [B, S+1, S+1]`` (index 0 = root) when the encoder has one."""
+    """``memory [B, S, M]`` attended by the decoder, ``mask [B, S]``, the intra-source
+    attention ``self_attention [B, S+1, S+1]`` (index 0 = root) when the encoder has one, and for
+    constrained attention the ``fertility [B, S]`` of every source token and ``bonus_mask
+    [B, S]`` (the real tokens other than the sink, which get the exhaustion bonus)."""
 
     memory: Tensor
     mask: Tensor
     self_attention: Tensor | None = None
+    fertility: Tensor | None = None
+    bonus_mask: Tensor | None = None
 
     def select(self, index: Tensor) -> EncodedSource:
-        attn = None if self.self_attention is None else self.self_attention[index]
-        return replace(self, memory=self.memory[index], mask=self.mask[index], self_attention=attn)
+        return replace(self, memory=self.memory[index], mask=self.mask[index],
+                       self_attention=_rows(self.self_attention, index),
+                       fertility=_rows(self.fertility, index),
+                       bonus_mask=_rows(self.bonus_mask, index))
 
 
 class SourceEncoder(nn.Module):
@@ -114,6 +133,11 @@ class Seq2Seq(nn.Module):
             ``segmentation``, ...; see :func:`~lit_structattn.structured.registry.build_attention`).
         score: the attention score (``general`` = bilinear by default).
         input_feed: concatenate ``h~_{t-1}`` to the decoder input (Luong et al.).
+        fertility: the constant fertility of every source token under constrained attention
+            (CONSTANT strategy), used when no per-token fertilities are passed.
+        sink: the last real source token is the ``<SINK>`` (unbounded, no bonus); constrained
+            attention requires it, as otherwise the bounds run out.
+        exhaustion_bonus: ``c`` in ``z' = z + c * u_t`` (constrained attention only; paper 0.2).
         encoder_kwargs: passed to :class:`SourceEncoder`.
         bos_id, eos_id: the target start and end symbols.
     """
@@ -131,6 +155,9 @@ class Seq2Seq(nn.Module):
         dropout: float = 0.0,
         bos_id: int = 1,
         eos_id: int = 2,
+        fertility: float = 2.0,
+        sink: bool = False,
+        exhaustion_bonus: float = 0.0,
         **encoder_kwargs,
     ) -> None:
         super().__init__()
@@ -148,57 +175,105 @@ class Seq2Seq(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.generator = nn.Linear(hidden_dim, tgt_vocab)
         self.bos_id, self.eos_id = bos_id, eos_id
+        self.constrained = bool(getattr(self.attention, "constrained", False))
+        if self.constrained and not sink:
+            raise ValueError(f"{attention} attention needs sink=True: without the <SINK> token "
+                             "the fertility bounds run out before the translation ends")
+        if fertility <= 0:
+            raise ValueError(f"fertility must be > 0, got {fertility}")
+        self.fertility, self.sink, self.exhaustion_bonus = fertility, sink, exhaustion_bonus
 
-    def initial_state(self, batch: int, like: Tensor) -> DecoderState:
+    def encode(
+        self, src: Tensor, src_lengths: Tensor, fertility: Tensor | None = None
+    ) -> EncodedSource:
+        """The encoder's :class:`EncodedSource`, with fertilities and the bonus mask when the
+        attention is constrained (``fertility [B, S]`` per token, or the constant)."""
+        source = self.encoder(src, src_lengths)
+        if not self.constrained:
+            return source
+        mask = source.mask
+        if fertility is None:
+            fertility = torch.full(mask.shape, self.fertility, device=mask.device)
+        fertility = fertility.to(source.memory.dtype).masked_fill(~mask, 0)
+        sink = torch.zeros_like(mask)
+        if self.sink:
+            sink = nn.functional.one_hot(src_lengths - 1, mask.shape[1]).bool()
+            unbounded = 2.0 * src.shape[1] + 1e4  # more than any translation can give it
+            fertility = fertility.masked_fill(sink, unbounded)
+        return replace(source, fertility=fertility, bonus_mask=mask & ~sink)
+
+    def initial_state(self, batch: int, like: Tensor, source_length: int = 0) -> DecoderState:
         zeros = like.new_zeros(self.num_layers, batch, self.hidden_dim)
-        return DecoderState(zeros, zeros.clone(), like.new_zeros(batch, self.hidden_dim))
+        coverage = like.new_zeros(batch, source_length) if self.constrained else None
+        return DecoderState(zeros, zeros.clone(), like.new_zeros(batch, self.hidden_dim), coverage)
 
-    def _attend(self, queries: Tensor, source: EncodedSource) -> tuple[Tensor, Tensor]:
-        """``queries [B, T, H]`` -> attentional outputs ``h~ [B, T, H]``, weights ``[B, T, S]``."""
-        context, weights = self.attention(queries, source.memory, mask=source.mask)
+    def _attend(
+        self, queries: Tensor, source: EncodedSource, coverage: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """``queries [B, T, H]`` -> attentional outputs ``h~ [B, T, H]``, weights ``[B, T, S]``
+        (constrained attention: one step, ``T = 1``, bounded by ``coverage [B, S]``)."""
+        if self.constrained:
+            remaining = (source.fertility - coverage).clamp_min(0)[:, None]  # u_t [B, 1, S]
+            bonus = None
+            if self.exhaustion_bonus:
+                bonus = self.exhaustion_bonus * remaining * source.bonus_mask[:, None]
+            # One step gives no word more than 1, so bounds above 1 never bind: clamping them
+            # changes nothing but keeps the huge sink bound out of float32 sums.
+            context, weights = self.attention(queries, source.memory, mask=source.mask,
+                                              upper=remaining.clamp_max(1), bonus=bonus)
+        else:
+            context, weights = self.attention(queries, source.memory, mask=source.mask)
         combined = torch.tanh(self.combine(torch.cat([context, queries], dim=-1)))
         return self.dropout(combined), weights
+
+    def _step(
+        self, inputs: Tensor, state: DecoderState, source: EncodedSource
+    ) -> tuple[Tensor, DecoderState, Tensor]:
+        """One recurrent step from embedded ``inputs [N, E]``: ``(h~ [N, H], new state,
+        attention [N, S])``."""
+        if self.input_feed:
+            inputs = torch.cat([inputs, state.feed], dim=-1)
+        output, (h, c) = self.rnn(inputs[:, None], (state.h, state.c))
+        combined, weights = self._attend(output, source, state.coverage)
+        weights = weights[:, 0]
+        coverage = None if state.coverage is None else state.coverage + weights
+        return combined[:, 0], DecoderState(h, c, combined[:, 0], coverage), weights
 
     def decode_step(
         self, tokens: Tensor, state: DecoderState, source: EncodedSource
     ) -> tuple[Tensor, DecoderState, Tensor]:
         """One step: ``tokens [N]`` -> ``(log-probs [N, V], new state, attention [N, S])``."""
-        inputs = self.tgt_embed(tokens)
-        if self.input_feed:
-            inputs = torch.cat([inputs, state.feed], dim=-1)
-        output, (h, c) = self.rnn(inputs[:, None], (state.h, state.c))
-        combined, weights = self._attend(output, source)
-        log_probs = torch.log_softmax(self.generator(combined[:, 0]), dim=-1)
-        return log_probs, DecoderState(h, c, combined[:, 0]), weights[:, 0]
+        combined, state, weights = self._step(self.tgt_embed(tokens), state, source)
+        return torch.log_softmax(self.generator(combined), dim=-1), state, weights
 
     def forward(
-        self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor
+        self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, fertility: Tensor | None = None
     ) -> tuple[Tensor, Tensor, EncodedSource]:
-        """Teacher forcing: ``(logits [B, T, V], attention [B, T, S], encoded source)``."""
-        source = self.encoder(src, src_lengths)
+        """Teacher forcing: ``(logits [B, T, V], attention [B, T, S], encoded source)``;
+        ``fertility [B, S]``: per-token fertilities for constrained attention (optional)."""
+        source = self.encode(src, src_lengths, fertility)
         inputs = self.tgt_embed(tgt_in)
-        if not self.input_feed:  # the whole target in one LSTM call, attention for all steps
+        if not (self.input_feed or self.constrained):  # all steps in one LSTM call
             outputs, _ = self.rnn(inputs)
             combined, weights = self._attend(outputs, source)
             return self.generator(combined), weights, source
-        state = self.initial_state(src.shape[0], inputs)
+        state = self.initial_state(src.shape[0], inputs, src.shape[1])
         steps, attention = [], []
         for t in range(tgt_in.shape[1]):
-            step_input = torch.cat([inputs[:, t], state.feed], dim=-1)
-            output, (h, c) = self.rnn(step_input[:, None], (state.h, state.c))
-            combined, weights = self._attend(output, source)
-            state = DecoderState(h, c, combined[:, 0])
-            steps.append(combined[:, 0])
-            attention.append(weights[:, 0])
+            combined, state, weights = self._step(inputs[:, t], state, source)
+            steps.append(combined)
+            attention.append(weights)
         return self.generator(torch.stack(steps, 1)), torch.stack(attention, 1), source
 
     @torch.no_grad()
-    def greedy(self, src: Tensor, src_lengths: Tensor, max_len: int) -> tuple[Tensor, Tensor]:
+    def greedy(
+        self, src: Tensor, src_lengths: Tensor, max_len: int, fertility: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
         """Greedy decoding: ``(tokens [B, <=max_len], attention [B, <=max_len, S])``; finished
         sequences are padded with 0 after their ``<eos>``."""
-        source = self.encoder(src, src_lengths)
+        source = self.encode(src, src_lengths, fertility)
         batch = src.shape[0]
-        state = self.initial_state(batch, source.memory)
+        state = self.initial_state(batch, source.memory, src.shape[1])
         tokens = src.new_full((batch,), self.bos_id)
         done = torch.zeros(batch, dtype=torch.bool, device=src.device)
         outputs, attention = [], []
@@ -214,15 +289,16 @@ class Seq2Seq(nn.Module):
 
     @torch.no_grad()
     def beam_search(
-        self, src: Tensor, src_lengths: Tensor, max_len: int, beam: int = 5, alpha: float = 1.0
+        self, src: Tensor, src_lengths: Tensor, max_len: int, beam: int = 5, alpha: float = 1.0,
+        fertility: Tensor | None = None,
     ) -> Tensor:
         """Batched beam search; returns the best ``tokens [B, <=max_len]`` per source (0 after
         ``<eos>``), ranked by ``log p / length**alpha``."""
-        source = self.encoder(src, src_lengths)
+        source = self.encode(src, src_lengths, fertility)
         batch = src.shape[0]
         expand = torch.arange(batch, device=src.device).repeat_interleave(beam)
         source = source.select(expand)
-        state = self.initial_state(batch * beam, source.memory)
+        state = self.initial_state(batch * beam, source.memory, src.shape[1])
         tokens = src.new_full((batch * beam,), self.bos_id)
         # Only the first hypothesis of each beam is live at the start.
         scores = torch.full((batch, beam), -torch.inf, device=src.device)

@@ -1,0 +1,96 @@
+"""The encoder-decoder with constrained attention (Malaviya et al. 2018): fertility bounds on the
+cumulative attention, the <SINK> token, the exhaustion bonus, decoding and training."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lit_structattn.attention import Attention
+from lit_structattn.models.seq2seq import Seq2Seq
+
+
+def make_batch(seed=0, batch=4, length=7):
+    generator = torch.Generator().manual_seed(seed)
+    lengths = torch.tensor([length, length - 2, 3, length - 1])[:batch]
+    src = torch.randint(3, 20, (batch, length), generator=generator)
+    src = src.masked_fill(torch.arange(length)[None] >= lengths[:, None], 0)
+    return src, lengths
+
+
+def check_bounds(attention, src_lengths, fertility):
+    """Rows sum to 1, padding gets 0, and the cumulative attention of every real token but the
+    sink (the last one) stays within its fertility."""
+    length = attention.shape[-1]
+    real = torch.arange(length)[None] < src_lengths[:, None]
+    sink = torch.arange(length)[None] == (src_lengths - 1)[:, None]
+    torch.testing.assert_close(attention.sum(-1), torch.ones(attention.shape[:2]))
+    assert (attention.masked_select(~real[:, None].expand_as(attention)) == 0).all()
+    total = attention.sum(1)  # [B, S]
+    assert (total[real & ~sink] <= fertility[real & ~sink] + 1e-5).all()
+    return total
+
+
+@pytest.mark.parametrize("transform", ["csoftmax", "csparsemax"])
+@pytest.mark.parametrize("bonus", [0.0, 0.2])
+def test_cumulative_attention_stays_within_the_fertilities(transform, bonus):
+    torch.manual_seed(0)
+    model = Seq2Seq(20, 20, embed_dim=8, hidden_dim=8, attention=transform, sink=True,
+                    fertility=1.0, exhaustion_bonus=bonus, input_feed=True).eval()
+    src, lengths = make_batch()
+    tgt_in = torch.randint(3, 20, (4, 12))
+    _, attention, source = model(src, lengths, tgt_in)
+    total = check_bounds(attention, lengths, source.fertility)
+    assert (total[torch.arange(4), lengths - 1] > 1).any()  # the sink takes what is left
+    tokens, attention = model.greedy(src, lengths, max_len=12)
+    check_bounds(attention, lengths, source.fertility)
+    assert model.beam_search(src, lengths, max_len=12, beam=3).shape[0] == 4
+
+
+def test_per_token_fertilities_and_exact_zeros():
+    torch.manual_seed(1)
+    model = Seq2Seq(20, 20, embed_dim=8, hidden_dim=8, attention="csparsemax", sink=True).eval()
+    src, lengths = make_batch(seed=1)
+    fertility = torch.full(src.shape, 0.5)
+    _, attention, source = model(src, lengths, torch.randint(3, 20, (4, 9)), fertility=fertility)
+    check_bounds(attention, lengths, source.fertility)
+    assert (source.fertility[torch.arange(4), lengths - 1] > 100).all()  # the sink is unbounded
+
+
+def test_exhaustion_bonus_is_added_to_the_scores_before_the_transform():
+    torch.manual_seed(2)
+    layer = Attention(4, transform="csparsemax")
+    query, keys = torch.randn(2, 4), torch.randn(2, 5, 4)
+    upper, bonus = torch.ones(2, 5), torch.randn(2, 5)
+    _, weights = layer(query, keys, upper=upper, bonus=bonus)
+    expected = layer.transform(layer.scores(query[:, None], keys)[:, 0] + bonus, upper=upper)
+    torch.testing.assert_close(weights, expected)
+
+
+def test_constrained_attention_needs_the_sink_and_a_positive_fertility():
+    with pytest.raises(ValueError, match="needs sink=True"):
+        Seq2Seq(20, 20, attention="csoftmax")
+    with pytest.raises(ValueError, match="fertility must be > 0"):
+        Seq2Seq(20, 20, attention="csoftmax", sink=True, fertility=0.0)
+
+
+def test_constrained_model_learns_to_copy():
+    """Copying a 4-token source (plus the sink): the loss falls with csparsemax attention."""
+    torch.manual_seed(3)
+    model = Seq2Seq(12, 12, embed_dim=16, hidden_dim=16, attention="csparsemax", sink=True,
+                    fertility=1.0, exhaustion_bonus=0.2, input_feed=True)
+    words = torch.randint(3, 11, (16, 4))
+    src = torch.cat([words, torch.full((16, 1), 11)], 1)  # 11 = <sink>
+    lengths = torch.full((16,), 5)
+    tgt_in = torch.cat([torch.ones(16, 1, dtype=torch.long), words], 1)
+    tgt_out = torch.cat([words, torch.full((16, 1), 2)], 1)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.02)
+    losses = []
+    for _ in range(60):
+        logits, _, _ = model(src, lengths, tgt_in)
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), tgt_out.flatten())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0]
