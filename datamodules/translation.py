@@ -31,13 +31,13 @@ from .batching import BucketBatchSampler, seq2seq_batch
 from .files import MalformedLine, data_root, open_text
 from .splits import SplitDataModule
 
-PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
+PAD_ID, BOS_ID, EOS_ID, UNK_ID, SINK_ID = 0, 1, 2, 3, 4  # <sink>: a user-defined piece
 SPLITS = ("train", "val", "test")
 
 
 class Subwords:
     """Moses tokenization + a joint sentencepiece BPE model (ids: 0 pad, 1 <bos>, 2 <eos>,
-    3 <unk>), for two languages.
+    3 <unk>, 4 <sink>), for two languages.
 
     Args:
         model_file: a trained sentencepiece model (see :meth:`train`).
@@ -70,7 +70,8 @@ class Subwords:
             sentence_iterator=iter(list(lines)), model_prefix=str(model_prefix),
             model_type="bpe", vocab_size=vocab_size, character_coverage=1.0,
             pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID, unk_id=UNK_ID,
-            num_threads=1, minloglevel=2, hard_vocab_limit=False,
+            user_defined_symbols=["<sink>"], num_threads=1, minloglevel=2,
+            hard_vocab_limit=False,
         )
         return model_prefix.with_suffix(".model")
 
@@ -83,7 +84,7 @@ class Subwords:
         ids = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
         if EOS_ID in ids:
             ids = ids[: ids.index(EOS_ID)]
-        pieces = self.processor.decode([i for i in ids if i not in (PAD_ID, BOS_ID)])
+        pieces = self.processor.decode([i for i in ids if i not in (PAD_ID, BOS_ID, SINK_ID)])
         return self._detokenizers[lang].detokenize(pieces.split())
 
 
@@ -144,6 +145,7 @@ class TranslationDataModule(SplitDataModule):
         bpe_size: the joint BPE vocabulary size (sentencepiece may stop short on tiny corpora).
         max_length: training pairs with more subwords on either side are dropped (training
             only); None keeps all.
+        sink: append the ``<SINK>`` token to every source (constrained attention needs it).
         batch_size: sentence pairs per batch; bucket_batches: batches sorted by length together.
         cache_dir: where the BPE model is kept (default ``~/.cache/structattn``); it is trained
             once per corpus, size and direction, keyed by a hash of the training files.
@@ -160,6 +162,7 @@ class TranslationDataModule(SplitDataModule):
         prefixes: tuple[str, str, str] = ("train", "val", "test_2016_flickr"),
         bpe_size: int = 8000,
         max_length: int | None = 50,
+        sink: bool = False,
         batch_size: int = 64,
         bucket_batches: int = 50,
         cache_dir: str | None = None,
@@ -215,7 +218,7 @@ class TranslationDataModule(SplitDataModule):
         digest = hashlib.sha256()
         for path in self.split_files("train"):
             digest.update(path.read_bytes())
-        digest.update(f"{h.src_lang}-{h.tgt_lang}-{h.bpe_size}".encode())
+        digest.update(f"{h.src_lang}-{h.tgt_lang}-{h.bpe_size}-sink".encode())
         folder = self._cache_dir()
         folder.mkdir(parents=True, exist_ok=True)
         prefix = folder / f"bpe-{h.src_lang}-{h.tgt_lang}-{h.bpe_size}-{digest.hexdigest()[:16]}"
@@ -239,8 +242,9 @@ class TranslationDataModule(SplitDataModule):
         pairs = {split: read_parallel(*self.split_files(split)) for split in SPLITS}
         self.subwords = self._bpe_model(pairs["train"])
         for split in SPLITS:
-            items = [(self.subwords.encode(s, h.src_lang), self.subwords.encode(t, h.tgt_lang))
-                     for s, t in pairs[split]]
+            sink = [SINK_ID] if h.sink else []
+            items = [(self.subwords.encode(s, h.src_lang) + sink,
+                      self.subwords.encode(t, h.tgt_lang)) for s, t in pairs[split]]
             kept = list(zip(pairs[split], items, strict=True))
             if split == "train" and h.max_length is not None:
                 kept = [(p, (s, t)) for p, (s, t) in kept

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from datamodules.files import MalformedLine, data_root
-from datamodules.translation import BOS_ID, EOS_ID, PAD_ID, TranslationDataModule
+from datamodules.translation import BOS_ID, EOS_ID, PAD_ID, SINK_ID, TranslationDataModule
 
 NOUNS = {"Hund": "dog", "Katze": "cat", "Mann": "man", "Frau": "woman", "Kind": "child"}
 VERBS = {"läuft": "runs", "schläft": "sleeps", "spielt": "plays", "isst": "eats"}
@@ -63,6 +63,21 @@ def test_generated_corpus_batches_and_round_trip(tmp_path, gz):
         assert dm.detokenize(tgt) == en
         assert dm.subwords.decode(src, "de") == de
     assert dm.detokenize([*dataset.items[0][1], EOS_ID, 7, 7]) == dataset.pairs[0][1]
+
+
+def test_sink_token_ends_every_source(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    write_corpus(corpus)
+    dm = make_module(corpus, tmp_path / "cache", sink=True)
+    dm.setup()
+    assert dm.subwords.processor.id_to_piece(SINK_ID) == "<sink>"
+    batch = next(iter(dm.val_dataloader()))
+    ends = batch["src"][torch.arange(len(batch["src"])), batch["src_lengths"] - 1]
+    assert (ends == SINK_ID).all()
+    for src, _, index in dm.datasets["val"].items:
+        assert src.count(SINK_ID) == 1
+        assert dm.subwords.decode(src, "de") == dm.datasets["val"].pairs[index][0]
 
 
 def test_bpe_model_is_trained_once_and_cached(tmp_path):
