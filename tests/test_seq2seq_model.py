@@ -94,3 +94,26 @@ def test_constrained_model_learns_to_copy():
         optimizer.step()
         losses.append(loss.item())
     assert losses[-1] < 0.5 * losses[0]
+
+
+def test_coverage_vector_adds_h_v_beta_to_the_scores():
+    """COVVECTOR with v = 0 is the plain model; with v != 0 the attention changes and v learns."""
+    src, lengths = make_batch(seed=4)
+    tgt_in = torch.randint(3, 20, (4, 6))
+    outputs = {}
+    for name, flag in (("plain", False), ("covvector", True)):
+        torch.manual_seed(5)
+        model = Seq2Seq(20, 20, embed_dim=8, hidden_dim=8, attention="sparsemax",
+                        input_feed=True, coverage_vector=flag)
+        outputs[name] = (model, model(src, lengths, tgt_in))
+    model, (logits, attention, _) = outputs["covvector"]
+    torch.testing.assert_close(logits, outputs["plain"][1][0])
+    with torch.no_grad():
+        model.coverage_weight.fill_(-3.0)
+    logits, attention, _ = model(src, lengths, tgt_in)
+    assert not torch.allclose(attention, outputs["plain"][1][1])
+    logits.sum().backward()
+    assert model.coverage_weight.grad.abs().sum() > 0
+    assert model.beam_search(src, lengths, max_len=5, beam=2).shape[0] == 4
+    with pytest.raises(ValueError, match="coverage_vector needs a transform attention"):
+        Seq2Seq(20, 20, attention="segmentation", coverage_vector=True)

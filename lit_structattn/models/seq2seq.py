@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch import Tensor, nn
 
+from ..attention import Attention
 from ..encoders import BiLSTMEncoder, lengths_to_mask
 from ..structured.registry import build_attention
 from ..structured.syntactic import SyntacticAttention
@@ -138,6 +139,9 @@ class Seq2Seq(nn.Module):
         sink: the last real source token is the ``<SINK>`` (unbounded, no bonus); constrained
             attention requires it, as otherwise the bounds run out.
         exhaustion_bonus: ``c`` in ``z' = z + c * u_t`` (constrained attention only; paper 0.2).
+        coverage_vector: COVVECTOR (Malaviya et al. 2018 §5, after Tu et al. 2016): the score
+            becomes ``h_t^T (W m_j + v beta_{t-1, j})`` with a learned ``v``; needs a
+            single-query attention layer (``dot``/``general`` score, any transform).
         encoder_kwargs: passed to :class:`SourceEncoder`.
         bos_id, eos_id: the target start and end symbols.
     """
@@ -158,6 +162,7 @@ class Seq2Seq(nn.Module):
         fertility: float = 2.0,
         sink: bool = False,
         exhaustion_bonus: float = 0.0,
+        coverage_vector: bool = False,
         **encoder_kwargs,
     ) -> None:
         super().__init__()
@@ -182,6 +187,10 @@ class Seq2Seq(nn.Module):
         if fertility <= 0:
             raise ValueError(f"fertility must be > 0, got {fertility}")
         self.fertility, self.sink, self.exhaustion_bonus = fertility, sink, exhaustion_bonus
+        if coverage_vector and not isinstance(self.attention, Attention):
+            raise ValueError(f"coverage_vector needs a transform attention, not {attention!r}")
+        self.coverage_weight = nn.Parameter(torch.zeros(hidden_dim)) if coverage_vector else None
+        self.tracks_coverage = self.constrained or coverage_vector
 
     def encode(
         self, src: Tensor, src_lengths: Tensor, fertility: Tensor | None = None
@@ -204,25 +213,27 @@ class Seq2Seq(nn.Module):
 
     def initial_state(self, batch: int, like: Tensor, source_length: int = 0) -> DecoderState:
         zeros = like.new_zeros(self.num_layers, batch, self.hidden_dim)
-        coverage = like.new_zeros(batch, source_length) if self.constrained else None
+        coverage = like.new_zeros(batch, source_length) if self.tracks_coverage else None
         return DecoderState(zeros, zeros.clone(), like.new_zeros(batch, self.hidden_dim), coverage)
 
     def _attend(
         self, queries: Tensor, source: EncodedSource, coverage: Tensor | None = None
     ) -> tuple[Tensor, Tensor]:
         """``queries [B, T, H]`` -> attentional outputs ``h~ [B, T, H]``, weights ``[B, T, S]``
-        (constrained attention: one step, ``T = 1``, bounded by ``coverage [B, S]``)."""
+        (with coverage: one step, ``T = 1``, given the cumulative attention ``coverage [B, S]``)."""
+        upper = bonus = None
+        if self.coverage_weight is not None:  # COVVECTOR: h^T v beta_j added to the scores
+            bonus = (queries @ self.coverage_weight)[..., None] * coverage[:, None]
         if self.constrained:
             remaining = (source.fertility - coverage).clamp_min(0)[:, None]  # u_t [B, 1, S]
-            bonus = None
             if self.exhaustion_bonus:
-                bonus = self.exhaustion_bonus * remaining * source.bonus_mask[:, None]
+                exhaustion = self.exhaustion_bonus * remaining * source.bonus_mask[:, None]
+                bonus = exhaustion if bonus is None else bonus + exhaustion
             # One step gives no word more than 1, so bounds above 1 never bind: clamping them
             # changes nothing but keeps the huge sink bound out of float32 sums.
-            context, weights = self.attention(queries, source.memory, mask=source.mask,
-                                              upper=remaining.clamp_max(1), bonus=bonus)
-        else:
-            context, weights = self.attention(queries, source.memory, mask=source.mask)
+            upper = remaining.clamp_max(1)
+        extra = {} if upper is None and bonus is None else {"upper": upper, "bonus": bonus}
+        context, weights = self.attention(queries, source.memory, mask=source.mask, **extra)
         combined = torch.tanh(self.combine(torch.cat([context, queries], dim=-1)))
         return self.dropout(combined), weights
 
@@ -253,7 +264,7 @@ class Seq2Seq(nn.Module):
         ``fertility [B, S]``: per-token fertilities for constrained attention (optional)."""
         source = self.encode(src, src_lengths, fertility)
         inputs = self.tgt_embed(tgt_in)
-        if not (self.input_feed or self.constrained):  # all steps in one LSTM call
+        if not (self.input_feed or self.tracks_coverage):  # all steps in one LSTM call
             outputs, _ = self.rnn(inputs)
             combined, weights = self._attend(outputs, source)
             return self.generator(combined), weights, source
