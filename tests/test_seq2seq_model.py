@@ -3,11 +3,13 @@ cumulative attention, the <SINK> token, the exhaustion bonus, decoding and train
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
 from lit_structattn.attention import Attention
-from lit_structattn.models.seq2seq import Seq2Seq
+from lit_structattn.models.seq2seq import Seq2Seq, rescore
 
 
 def make_batch(seed=0, batch=4, length=7):
@@ -117,3 +119,28 @@ def test_coverage_vector_adds_h_v_beta_to_the_scores():
     assert model.beam_search(src, lengths, max_len=5, beam=2).shape[0] == 4
     with pytest.raises(ValueError, match="coverage_vector needs a transform attention"):
         Seq2Seq(20, 20, attention="segmentation", coverage_vector=True)
+
+
+def test_rescore_length_and_coverage_penalties():
+    log_prob, length = torch.tensor([-4.0, -4.0]), torch.tensor([3.0, 7.0])
+    coverage = torch.tensor([[1.5, 0.5, 0.0], [1.0, 1.0, 1.0]])
+    torch.testing.assert_close(rescore(log_prob, length, coverage), log_prob / length)
+    wu = rescore(log_prob, length, coverage, alpha=0.6, length_penalty="wu")
+    torch.testing.assert_close(wu, log_prob / ((5 + length) / 6) ** 0.6)
+    cp = rescore(log_prob, length, coverage, beta=0.5) - log_prob / length
+    # min(1.5, 1) -> log 1 = 0; log 0.5; the zero is floored at 0.1; full coverage costs 0
+    torch.testing.assert_close(cp, torch.tensor([0.5 * (math.log(0.5) + math.log(0.1)), 0.0]))
+    with pytest.raises(ValueError, match="valid: avg, wu"):
+        rescore(log_prob, length, coverage, length_penalty="gnmt")
+
+
+def test_beam_search_with_covpenalty_runs_and_defaults_unchanged():
+    torch.manual_seed(6)
+    model = Seq2Seq(20, 20, embed_dim=8, hidden_dim=8, attention="sparsemax").eval()
+    src, lengths = make_batch(seed=6)
+    plain = model.beam_search(src, lengths, max_len=8, beam=4)
+    same = model.beam_search(src, lengths, max_len=8, beam=4, coverage_penalty=0.0)
+    assert torch.equal(plain, same)
+    penalized = model.beam_search(src, lengths, max_len=8, beam=4, length_penalty="wu",
+                                  alpha=0.6, coverage_penalty=5.0)
+    assert penalized.shape[0] == 4

@@ -301,10 +301,12 @@ class Seq2Seq(nn.Module):
     @torch.no_grad()
     def beam_search(
         self, src: Tensor, src_lengths: Tensor, max_len: int, beam: int = 5, alpha: float = 1.0,
-        fertility: Tensor | None = None,
+        fertility: Tensor | None = None, length_penalty: str = "avg",
+        coverage_penalty: float = 0.0, min_attention: float = 0.1,
     ) -> Tensor:
         """Batched beam search; returns the best ``tokens [B, <=max_len]`` per source (0 after
-        ``<eos>``), ranked by ``log p / length**alpha``."""
+        ``<eos>``). The final beams are ranked by :func:`rescore` (``log p / length**alpha`` by
+        default; ``length_penalty="wu"`` and ``coverage_penalty > 0`` give COVPENALTY)."""
         source = self.encode(src, src_lengths, fertility)
         batch = src.shape[0]
         expand = torch.arange(batch, device=src.device).repeat_interleave(beam)
@@ -317,9 +319,11 @@ class Seq2Seq(nn.Module):
         scores = scores.view(-1)
         finished = torch.zeros(batch * beam, dtype=torch.bool, device=src.device)
         lengths = torch.zeros(batch * beam, device=src.device)
+        coverage = source.memory.new_zeros(batch * beam, src.shape[1])
         history = src.new_zeros(batch * beam, 0)
         for _ in range(max_len):
-            log_probs, state, _ = self.decode_step(tokens, state, source)
+            log_probs, state, weights = self.decode_step(tokens, state, source)
+            coverage = coverage + weights * (~finished)[:, None]
             vocab = log_probs.shape[-1]
             # A finished hypothesis only extends with padding at no cost.
             log_probs = torch.where(
@@ -333,11 +337,35 @@ class Seq2Seq(nn.Module):
             tokens = (top % vocab).view(-1)
             scores = top_scores.view(-1)
             state = state.select(origin)
+            coverage = coverage[origin]
             history = torch.cat([history[origin], tokens[:, None]], dim=1)
             lengths = lengths[origin] + (~finished[origin]).float()
             finished = finished[origin] | (tokens == self.eos_id)
             if bool(finished.all()):
                 break
-        normalized = (scores / lengths.clamp_min(1) ** alpha).view(batch, beam)
-        best = normalized.argmax(-1) + torch.arange(batch, device=src.device) * beam
+        ranked = rescore(scores, lengths, coverage.masked_fill(~source.mask, 1.0), alpha,
+                         length_penalty, coverage_penalty, min_attention).view(batch, beam)
+        best = ranked.argmax(-1) + torch.arange(batch, device=src.device) * beam
         return history[best]
+
+
+def rescore(
+    log_prob: Tensor, length: Tensor, coverage: Tensor, alpha: float = 1.0,
+    length_penalty: str = "avg", beta: float = 0.0, min_attention: float = 0.1,
+) -> Tensor:
+    """The ranking score of finished hypotheses: ``log p / lp + cp`` with ``lp = length**alpha``
+    (``avg``) or ``((5 + length) / 6)**alpha`` (``wu``, Wu et al. 2016), and the coverage
+    penalty ``cp = beta * sum_j log max(min(coverage_j, 1), min_attention)`` (Wu et al.'s with
+    Malaviya et al.'s floor, so that a sparse attention's zeros cost a finite amount).
+
+    ``log_prob``/``length`` ``[N]``, ``coverage [N, S]`` (the attention each source token got;
+    set padding to 1 so it costs nothing).
+    """
+    if length_penalty == "avg":
+        penalty = length.clamp_min(1) ** alpha
+    elif length_penalty == "wu":
+        penalty = ((5 + length) / 6) ** alpha
+    else:
+        raise ValueError(f"unknown length_penalty {length_penalty!r}; valid: avg, wu")
+    floor = coverage.clamp(max=1).clamp_min(min_attention)
+    return log_prob / penalty + beta * floor.log().sum(-1)
