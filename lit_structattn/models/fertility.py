@@ -1,0 +1,73 @@
+"""The PREDICTED fertility strategy of Malaviya et al. (2018, §4): a BiLSTM tagger that predicts,
+for every source token, how many target words the aligner linked it to (classes ``0..K-1``, the
+last one meaning "K-1 or more"); at translation time the fertility is the expected class plus a
+slack of 1. The authors' sizes: embeddings and states 256, 2 layers, dropout 0.2, K = 10.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+import torch
+from torch import Tensor, nn
+
+from ..encoders import BiLSTMEncoder, lengths_to_mask
+
+__all__ = ["FertilityPredictor", "fertility_targets"]
+
+
+def fertility_targets(
+    links: Sequence[Iterable[tuple[int, int]]], source_lengths: Sequence[int], classes: int = 10
+) -> list[list[int]]:
+    """Per source token, the number of target words it is linked to, capped at ``classes - 1``
+    (source-to-target links per sentence, e.g. from :func:`datamodules.alignment.align`)."""
+    if len(links) != len(source_lengths):
+        raise ValueError(f"{len(links)} link sets but {len(source_lengths)} source lengths")
+    targets = []
+    for sentence_links, length in zip(links, source_lengths, strict=True):
+        counts = Counter(i for i, _ in sentence_links)
+        targets.append([min(counts.get(i, 0), classes - 1) for i in range(length)])
+    return targets
+
+
+class FertilityPredictor(nn.Module):
+    """BiLSTM classifier of source-token fertilities.
+
+    Args:
+        vocab_size: source vocabulary (id 0 = padding).
+        embed_dim, hidden_dim, num_layers, dropout: the tagger (hidden size per direction).
+        classes: ``K``, fertilities ``0..K-1``.
+    """
+
+    def __init__(
+        self, vocab_size: int, embed_dim: int = 256, hidden_dim: int = 256, num_layers: int = 2,
+        dropout: float = 0.2, classes: int = 10,
+    ) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, embed_dim, padding_idx=0)
+        self.dropout = nn.Dropout(dropout)
+        self.rnn = BiLSTMEncoder(embed_dim, hidden_dim, num_layers, dropout)
+        self.output = nn.Linear(2 * hidden_dim, classes)
+
+    def forward(self, src: Tensor, lengths: Tensor) -> Tensor:
+        """``src [B, S]``, ``lengths [B]`` -> class scores ``[B, S, K]``."""
+        states = self.rnn(self.dropout(self.embed(src)), lengths)
+        return self.output(self.dropout(states))
+
+    def loss(self, src: Tensor, lengths: Tensor, targets: Tensor) -> Tensor:
+        """Mean cross-entropy over the real tokens; ``targets [B, S]`` classes (any value at
+        padding)."""
+        mask = lengths_to_mask(lengths, src.shape[1])
+        scores = self(src, lengths)
+        return nn.functional.cross_entropy(scores[mask], targets[mask])
+
+    @torch.no_grad()
+    def expected(self, src: Tensor, lengths: Tensor, slack: float = 1.0) -> Tensor:
+        """The fertility to bound the attention with: ``E[class] + slack`` ``[B, S]`` (0 at
+        padding)."""
+        probabilities = self(src, lengths).softmax(-1)
+        classes = torch.arange(probabilities.shape[-1], dtype=probabilities.dtype,
+                               device=probabilities.device)
+        mean = probabilities @ classes + slack
+        return mean * lengths_to_mask(lengths, src.shape[1])
