@@ -141,3 +141,15 @@ def test_structured_results_under_inference_mode():
                 tree.marginals, tree.argmax)
     for g, e in zip(got, expected, strict=True):
         torch.testing.assert_close(g.clone(), e)
+
+
+def test_half_precision_crfs_fall_back_to_the_torch_path():
+    """The compiled kernels take float32/float64 only; bfloat16 inputs still work."""
+    torch.manual_seed(1)
+    unary, transition, arcs = torch.randn(2, 5, 3), torch.randn(3, 3), torch.randn(2, 5, 5)
+    chain = LinearChainCRF(unary.bfloat16(), transition.bfloat16()).marginals
+    tree = DependencyCRF(arcs.bfloat16()).marginals
+    assert chain.dtype == tree.dtype == torch.bfloat16
+    torch.testing.assert_close(chain.float(), LinearChainCRF(unary, transition).marginals,
+                               atol=0.05, rtol=0)
+    torch.testing.assert_close(tree.float(), DependencyCRF(arcs).marginals, atol=0.05, rtol=0)

@@ -34,8 +34,15 @@ from torch.autograd.function import once_differentiable
 
 
 def available() -> bool:
-    """Whether numba is installed (the kernel is then used for CPU tensors)."""
+    """Whether numba is installed."""
     return importlib.util.find_spec("numba") is not None
+
+
+def usable(scores: Tensor) -> bool:
+    """Whether the compiled kernels take ``scores``: float32/float64 CPU tensors, with numba
+    installed (other devices and dtypes use the torch implementation)."""
+    return (scores.device.type == "cpu" and scores.dtype in (torch.float32, torch.float64)
+            and available())
 
 
 @functools.cache

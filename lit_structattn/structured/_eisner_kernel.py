@@ -26,9 +26,9 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from ._chain_kernel import available, match_torch_threads
+from ._chain_kernel import available, match_torch_threads, usable
 
-__all__ = ["TreeInference", "available", "run"]
+__all__ = ["TreeInference", "available", "run", "usable"]
 
 
 @functools.cache

@@ -169,7 +169,7 @@ class DependencyCRF:
         inside-outside of :mod:`._eisner_kernel` (unless a sentence over- or underflows there),
         otherwise as the gradient of log Z."""
         track = tracks_grad(self.arc_scores)
-        if self.arc_scores.device.type == "cpu" and _eisner_kernel.available():
+        if _eisner_kernel.usable(self.arc_scores):
             with local_autograd():
                 arcs = as_grad_input(self.arc_scores, track)
                 log_z, marginals, ok = _eisner_kernel.TreeInference.apply(

@@ -151,7 +151,7 @@ class LinearChainCRF:
     def _inference(self) -> tuple[Tensor, Tensor, Tensor]:
         """``(log_partition, marginals, edge_marginals)``: on CPU with numba installed by the
         compiled forward-backward of :mod:`._chain_kernel`, otherwise as gradients of log Z."""
-        if self.unary.device.type == "cpu" and _chain_kernel.available():
+        if _chain_kernel.usable(self.unary):
             return self._inference_compiled()
         track = tracks_grad(self.unary, self.transition)
         with local_autograd():
