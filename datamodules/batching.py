@@ -14,7 +14,14 @@ import random
 from collections.abc import Iterator, Sequence
 
 import torch
-from torch.utils.data import BatchSampler, Sampler
+from torch.utils.data import (
+    BatchSampler,
+    DataLoader,
+    Dataset,
+    RandomSampler,
+    Sampler,
+    SequentialSampler,
+)
 
 
 def seq2seq_batch(
@@ -103,3 +110,20 @@ class BucketBatchSampler(BatchSampler):
 
     def __len__(self) -> int:
         return super().__len__()
+
+
+def bucketed_loader(
+    dataset: Dataset, lengths: Sequence[int], collate_fn, *, batch_size: int,
+    bucket_batches: int, shuffle: bool, seed: int, num_workers: int,
+) -> DataLoader:
+    """The DataLoader every DataModule here uses: training (``shuffle``) batches are bucketed by
+    ``lengths`` ``bucket_batches`` at a time and come in random order; evaluation batches are
+    drawn from the whole split sorted by length (shortest first)."""
+    indices = RandomSampler(dataset) if shuffle else SequentialSampler(dataset)
+    batches = BucketBatchSampler(
+        indices, batch_size, drop_last=False, lengths=lengths,
+        bucket_batches=bucket_batches if shuffle else max(1, len(dataset)),
+        shuffle=shuffle, seed=seed,
+    )
+    return DataLoader(dataset, batch_sampler=batches, num_workers=num_workers,
+                      collate_fn=collate_fn)

@@ -20,7 +20,7 @@ Links = Iterable[tuple[int, int]]
 
 
 def constant_fertilities(sources: Sequence[Sequence[str]], fertility: float) -> list[list[float]]:
-    """``fertility`` for every word of every source sentence."""
+    """``fertility`` for every word of every source sentence; ``ValueError`` unless > 0."""
     if fertility <= 0:
         raise ValueError(f"fertility must be > 0, got {fertility}")
     return [[float(fertility)] * len(source) for source in sources]
@@ -30,7 +30,8 @@ def guided_fertility_table(
     sources: Sequence[Sequence[str]], links: Sequence[Links]
 ) -> dict[str, int]:
     """Per source word type, the largest count of target words one of its tokens is aligned to
-    (source-to-target links of the training pairs), at least 1."""
+    (source-to-target links of the training pairs), at least 1. ``ValueError`` if ``sources``
+    and ``links`` differ in length."""
     if len(sources) != len(links):
         raise ValueError(f"{len(sources)} source sentences but {len(links)} link sets")
     table: dict[str, int] = {}

@@ -39,9 +39,9 @@ from typing import Any, NamedTuple
 from urllib.parse import urlparse
 
 import torch
-from torch.utils.data import DataLoader, Dataset, RandomSampler, SequentialSampler
+from torch.utils.data import DataLoader, Dataset
 
-from .batching import BucketBatchSampler
+from .batching import bucketed_loader
 from .files import data_root, require_files
 from .splits import SplitDataModule
 
@@ -510,16 +510,11 @@ class TaggingDataModule(SplitDataModule):
         batches in random order, evaluation batches from the whole split, shortest first."""
         if not self.datasets:
             raise RuntimeError("call setup() before asking for a dataloader")
-        dataset = self.datasets[split]
-        indices = RandomSampler(dataset) if shuffle else SequentialSampler(dataset)
-        batches = BucketBatchSampler(
-            indices, self.hparams.batch_size, drop_last=False, lengths=dataset.lengths,
-            bucket_batches=self.hparams.bucket_batches if shuffle else max(1, len(dataset)),
-            shuffle=shuffle, seed=self.hparams.seed,
-        )
-        return DataLoader(
-            dataset, batch_sampler=batches, num_workers=self.hparams.num_workers,
-            collate_fn=collate_tagged,
+        h = self.hparams
+        return bucketed_loader(
+            self.datasets[split], self.datasets[split].lengths, collate_tagged,
+            batch_size=h.batch_size, bucket_batches=h.bucket_batches, shuffle=shuffle,
+            seed=h.seed, num_workers=h.num_workers,
         )
 
 

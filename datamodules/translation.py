@@ -25,9 +25,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import torch
-from torch.utils.data import DataLoader, Dataset, RandomSampler, SequentialSampler
+from torch.utils.data import DataLoader, Dataset
 
-from .batching import BucketBatchSampler, seq2seq_batch
+from .batching import bucketed_loader, seq2seq_batch
 from .files import MalformedLine, data_root, open_text
 from .splits import SplitDataModule
 
@@ -127,6 +127,11 @@ class TranslationDataset(Dataset):
 
     def __getitem__(self, index: int) -> tuple[list[int], list[int], int]:
         return self.items[index]
+
+    @property
+    def lengths(self) -> list[int]:
+        """Source length of every item (what the batches are bucketed by)."""
+        return [len(src) for src, _, _ in self.items]
 
 
 def collate_pairs(items: Sequence[tuple[list[int], list[int], int]]) -> dict[str, torch.Tensor]:
@@ -261,13 +266,9 @@ class TranslationDataModule(SplitDataModule):
         shortest first."""
         if not self.datasets:
             raise RuntimeError("call setup() before asking for a dataloader")
-        dataset = self.datasets[split]
-        indices = RandomSampler(dataset) if shuffle else SequentialSampler(dataset)
-        batches = BucketBatchSampler(
-            indices, self.hparams.batch_size, drop_last=False,
-            lengths=[len(src) for src, _, _ in dataset.items],
-            bucket_batches=self.hparams.bucket_batches if shuffle else len(dataset),
-            shuffle=shuffle, seed=self.hparams.seed,
+        h = self.hparams
+        return bucketed_loader(
+            self.datasets[split], self.datasets[split].lengths, collate_pairs,
+            batch_size=h.batch_size, bucket_batches=h.bucket_batches, shuffle=shuffle,
+            seed=h.seed, num_workers=h.num_workers,
         )
-        return DataLoader(dataset, batch_sampler=batches, num_workers=self.hparams.num_workers,
-                          collate_fn=collate_pairs)

@@ -43,9 +43,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import torch
-from torch.utils.data import DataLoader, Dataset, RandomSampler, SequentialSampler
+from torch.utils.data import DataLoader, Dataset
 
-from .batching import BucketBatchSampler, seq2seq_batch
+from .batching import bucketed_loader, seq2seq_batch
 from .splits import SplitDataModule
 
 OPERATORS = ("+", "*")
@@ -252,6 +252,11 @@ class TreeTransductionDataset(Dataset):
     def __getitem__(self, index: int) -> tuple[list[int], list[int], int]:
         return self.items[index]
 
+    @property
+    def lengths(self) -> list[int]:
+        """Source length of every item (what the batches are bucketed by)."""
+        return [len(src) for src, _, _ in self.items]
+
 
 def collate_formulas(items: Sequence[tuple[list[int], list[int], int]]) -> dict[str, torch.Tensor]:
     """Pad dataset items into a batch of long tensors, trimmed to its own longest sequences.
@@ -322,17 +327,11 @@ class TreeTransductionDataModule(SplitDataModule):
         training batches come in random order, evaluation batches shortest first."""
         if not self.datasets:
             raise RuntimeError("call setup() before asking for a dataloader")
-        dataset = self.datasets[split]
-        indices = RandomSampler(dataset) if shuffle else SequentialSampler(dataset)
-        batches = BucketBatchSampler(
-            indices, self.hparams.batch_size, drop_last=False,
-            lengths=[len(src) for src, _, _ in dataset.items],
-            bucket_batches=self.hparams.bucket_batches if shuffle else len(dataset),
-            shuffle=shuffle, seed=self.hparams.seed,
-        )
-        return DataLoader(
-            dataset, batch_sampler=batches, num_workers=self.hparams.num_workers,
-            collate_fn=collate_formulas,
+        h = self.hparams
+        return bucketed_loader(
+            self.datasets[split], self.datasets[split].lengths, collate_formulas,
+            batch_size=h.batch_size, bucket_batches=h.bucket_batches, shuffle=shuffle,
+            seed=h.seed, num_workers=h.num_workers,
         )
 
 

@@ -17,7 +17,8 @@ VERBS = {"läuft": "runs", "schläft": "sleeps", "spielt": "plays", "isst": "eat
 
 
 def write_corpus(folder, pairs_per_split=(300, 40, 40), gz=True, seed=0):
-    """A tiny German-English corpus of 'Der X Y im Park.' sentences."""
+    """A tiny German-English corpus of 'Der X Y im Park.' sentences in ``folder`` (created)."""
+    folder.mkdir(exist_ok=True)
     rng = random.Random(seed)
     for prefix, count in zip(("train", "val", "test"), pairs_per_split, strict=True):
         de, en = [], []
@@ -42,13 +43,18 @@ def make_module(folder, cache, **kwargs):
     return TranslationDataModule(**{**defaults, **kwargs})
 
 
+def ready_module(folder, cache, **kwargs):
+    """:func:`make_module` after :meth:`setup`."""
+    dm = make_module(folder, cache, **kwargs)
+    dm.setup()
+    return dm
+
+
 @pytest.mark.parametrize("gz", [True, False])
 def test_generated_corpus_batches_and_round_trip(tmp_path, gz):
-    corpus, cache = tmp_path / "corpus", tmp_path / "cache"
-    corpus.mkdir()
+    corpus = tmp_path / "corpus"
     write_corpus(corpus, gz=gz)
-    dm = make_module(corpus, cache)
-    dm.setup()
+    dm = ready_module(corpus, tmp_path / "cache")
     assert {k: len(v) for k, v in dm.datasets.items()} == {"train": 300, "val": 40, "test": 40}
     batch = next(iter(dm.train_dataloader()))
     rows = len(batch["src"])
@@ -67,10 +73,8 @@ def test_generated_corpus_batches_and_round_trip(tmp_path, gz):
 
 def test_sink_token_ends_every_source(tmp_path):
     corpus = tmp_path / "corpus"
-    corpus.mkdir()
     write_corpus(corpus)
-    dm = make_module(corpus, tmp_path / "cache", sink=True)
-    dm.setup()
+    dm = ready_module(corpus, tmp_path / "cache", sink=True)
     assert dm.subwords.processor.id_to_piece(SINK_ID) == "<sink>"
     batch = next(iter(dm.val_dataloader()))
     ends = batch["src"][torch.arange(len(batch["src"])), batch["src_lengths"] - 1]
@@ -82,13 +86,11 @@ def test_sink_token_ends_every_source(tmp_path):
 
 def test_bpe_model_is_trained_once_and_cached(tmp_path):
     corpus, cache = tmp_path / "corpus", tmp_path / "cache"
-    corpus.mkdir()
     write_corpus(corpus)
-    make_module(corpus, cache).setup()
+    ready_module(corpus, cache)
     (model,) = cache.glob("*.model")
     stamp = model.stat().st_mtime_ns
-    dm = make_module(corpus, cache)
-    dm.setup()
+    dm = ready_module(corpus, cache)
     assert dm.subwords.model_file == model and model.stat().st_mtime_ns == stamp
     make_module(corpus, cache, bpe_size=70).setup()  # another size is another model
     assert len(list(cache.glob("*.model"))) == 2
@@ -96,20 +98,16 @@ def test_bpe_model_is_trained_once_and_cached(tmp_path):
 
 def test_max_length_drops_long_training_pairs_only(tmp_path):
     corpus = tmp_path / "corpus"
-    corpus.mkdir()
     write_corpus(corpus)
-    full = make_module(corpus, tmp_path / "cache", max_length=None)
-    full.setup()
+    full = ready_module(corpus, tmp_path / "cache", max_length=None)
     longest = max(max(len(s), len(t)) for s, t, _ in full.datasets["train"].items)
-    cut = make_module(corpus, tmp_path / "cache", max_length=longest - 1)
-    cut.setup()
+    cut = ready_module(corpus, tmp_path / "cache", max_length=longest - 1)
     assert 0 < cut.dropped_train == 300 - len(cut.datasets["train"])
     assert len(cut.datasets["test"]) == len(full.datasets["test"]) == 40
 
 
 def test_misaligned_and_missing_files(tmp_path):
     corpus = tmp_path / "corpus"
-    corpus.mkdir()
     write_corpus(corpus, gz=False)
     original = (corpus / "val.en").read_text()
     lines = original.splitlines()

@@ -55,6 +55,14 @@ def solve_threshold(
     passes (default :data:`MAX_ITER`) are solved again by sorting.
     """
     tau, converged = iterative(*rows, max_iter=MAX_ITER if max_iter is None else max_iter)
+    return sort_pending(tau, converged, by_sorting, *rows)
+
+
+def sort_pending(
+    tau: Tensor, converged: Tensor, by_sorting: Solver, *rows: Tensor | None
+) -> Tensor:
+    """``tau [..., 1]`` with the rows not ``converged [..., 1]`` solved again by
+    ``by_sorting(*rows)`` (each row tensor ``[..., L]`` or ``[..., 1]``, or None)."""
     pending = ~converged.squeeze(-1)
     if bool(pending.any()):
         tau = tau.clone()

@@ -18,7 +18,7 @@ from torch.autograd.function import once_differentiable
 
 from . import _threshold
 from ._checks import run_transform
-from ._threshold import center, first_true
+from ._threshold import center, first_true, sort_pending
 
 LOWER_BOUND_CANDIDATES = (-1.0, -2.0, -4.0, -8.0, -16.0)
 
@@ -200,13 +200,7 @@ def solve_csparsemax_threshold(z: Tensor, u: Tensor, valid: Tensor | None) -> Te
         tau, converged, unfixed, remaining = fix_variables(
             z, u, unfixed, remaining, _threshold.MAX_ITER
         )
-    pending = ~converged.squeeze(-1)
-    if bool(pending.any()):
-        tau = tau.clone()
-        tau[pending] = csparsemax_threshold(
-            z[pending], u[pending], unfixed[pending] > 0, remaining[pending]
-        )
-    return tau
+    return sort_pending(tau, converged, csparsemax_threshold, z, u, unfixed > 0, remaining)
 
 
 class CsparsemaxFunction(torch.autograd.Function):

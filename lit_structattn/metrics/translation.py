@@ -17,7 +17,8 @@ Alignment = Iterable[tuple[int, int]]  # (source index, target index) links
 
 def bleu_chrf(hypotheses: Sequence[str], references: Sequence[str]) -> dict[str, float | str]:
     """Detokenized, cased corpus BLEU and chrF by sacreBLEU: ``{"bleu", "chrf", "bleu_signature",
-    "chrf_signature"}`` (report the signatures with the scores)."""
+    "chrf_signature"}`` (report the signatures with the scores); one string per sentence.
+    ``ValueError`` if the two lists differ in length."""
     from sacrebleu.metrics import BLEU, CHRF
 
     _check_same_length(hypotheses, references)
@@ -46,7 +47,10 @@ def rep_score(
     reference: ``lambda1 * sum_{s: t(s) >= 2} max(0, t(s) - r(s))`` plus
     ``lambda2 * sum_w max(0, t(w w) - r(w w))`` over immediately repeated words; summed over
     sentences, divided by the number of reference words, times 100. Inputs are token lists
-    (subwords merged back into words).
+    (subwords merged back into words), one per sentence.
+
+    Raises:
+        ValueError: different numbers of hypotheses and references, or no reference words.
     """
     _check_same_length(hypotheses, references)
     total, reference_words = 0.0, 0
@@ -67,7 +71,12 @@ def drop_score(
 ) -> float:
     """The DROP score: the percentage of source words aligned to some reference word that are
     aligned to no word of the hypothesis (alignments of source to reference and of source to
-    hypothesis, e.g. from the same word aligner)."""
+    hypothesis, e.g. from the same word aligner): one set of ``(source index, target index)``
+    links per sentence.
+
+    Raises:
+        ValueError: different numbers of link sets, or no source word aligned to a reference.
+    """
     _check_same_length(reference_alignments, hypothesis_alignments)
     aligned, dropped = 0, 0
     for ref_links, hyp_links in zip(reference_alignments, hypothesis_alignments, strict=True):

@@ -359,7 +359,8 @@ def rescore(
     Malaviya et al.'s floor, so that a sparse attention's zeros cost a finite amount).
 
     ``log_prob``/``length`` ``[N]``, ``coverage [N, S]`` (the attention each source token got;
-    set padding to 1 so it costs nothing).
+    set padding to 1 so it costs nothing). Returns ``[N]``. ``ValueError`` for an unknown
+    ``length_penalty``.
     """
     if length_penalty == "avg":
         penalty = length.clamp_min(1) ** alpha

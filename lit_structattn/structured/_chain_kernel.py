@@ -192,13 +192,12 @@ class ChainInference(torch.autograd.Function):
         forward_kernel, _ = _kernels()
         match_torch_threads()
         batch, steps, labels = unary.shape
-        dtype = unary.detach().numpy().dtype
+        u = unary.detach().numpy()
         lengths_np = lengths.detach().to(torch.int64).numpy()
-        log_z = np.zeros(batch, dtype=dtype)
-        node = np.zeros((batch, steps, labels), dtype=dtype)
-        edge = np.zeros((batch, max(steps - 1, 0), labels, labels), dtype=dtype)
-        forward_kernel(unary.detach().numpy(), transition.detach().numpy(), lengths_np, log_z,
-                       node, edge)
+        log_z = np.zeros(batch, dtype=u.dtype)
+        node = np.zeros((batch, steps, labels), dtype=u.dtype)
+        edge = np.zeros((batch, max(steps - 1, 0), labels, labels), dtype=u.dtype)
+        forward_kernel(u, transition.detach().numpy(), lengths_np, log_z, node, edge)
         outputs = torch.from_numpy(log_z), torch.from_numpy(node), torch.from_numpy(edge)
         ctx.save_for_backward(*outputs[1:])  # autograd notices if they are changed in place
         ctx.lengths = lengths_np
