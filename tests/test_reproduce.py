@@ -29,6 +29,12 @@ def test_ci_run_writes_report_and_resumes(tmp_path):
     assert "| simple |" in text and " | 1 | " in text.split("| simple |")[1].splitlines()[0]
     assert "not run here:** no attention; structured." in text
     assert len(list(tmp_path.rglob("result.json"))) == 1
+    # a run interrupted after its last checkpoint continues from it instead of starting over
+    result.unlink()
+    run_table("tree_transduction", "ci", seeds=1, rows=["simple"], root=tmp_path, report=report)
+    resumed = json.loads(result.read_text())
+    assert resumed["resumed_from"].endswith("version_0/checkpoints/last.ckpt")
+    assert resumed["epochs"] == 1
 
 
 @pytest.mark.parametrize(("table", "budget", "valid"), [

@@ -2,7 +2,8 @@
 
 Each finished run writes ``runs/reproduce/<table>/<budget>/<row>/seed<k>/result.json``; a run
 whose result exists is not repeated, so an interrupted reproduction resumes where it stopped
-(and seeds can be spread over several processes with ``--first-seed``). TensorBoard logs and
+(and seeds can be spread over several processes with ``--first-seed``); an interrupted run
+continues from its newest ``last.ckpt`` when its configuration saves one. TensorBoard logs and
 checkpoints of a run go to the same folder.
 """
 
@@ -37,6 +38,13 @@ def cached_result(table: Table, row: Row, budget: str, seed: int, root: Path) ->
     return json.loads(result_file.read_text()) if result_file.exists() else None
 
 
+def _last_checkpoint(out: Path) -> Path | None:
+    """The newest ``last.ckpt`` an interrupted run left in ``out``, or None."""
+    found = sorted(out.glob("lightning_logs/version_*/checkpoints/last.ckpt"),
+                   key=lambda path: path.stat().st_mtime)
+    return found[-1] if found else None
+
+
 def run_one(table: Table, row: Row, budget: str, seed: int, root: Path) -> dict:
     """Fit and test one row with one seed (unless a finished run is stored); returns the test
     metrics and the wall time."""
@@ -56,11 +64,12 @@ def run_one(table: Table, row: Row, budget: str, seed: int, root: Path) -> dict:
         "--trainer.default_root_dir", str(out),
         "--trainer.enable_progress_bar", str(sys.stderr.isatty()).lower(),  # bars in a terminal
     ]
+    resume_from = _last_checkpoint(out)
     start = time.perf_counter()
     with warnings.catch_warnings():  # the runner's own argv is not meant for LightningCLI
         warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
         cli = build_cli(args, run=False)
-    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=resume_from)
     tested = cli.trainer.test(cli.model, datamodule=cli.datamodule, ckpt_path="best", verbose=False)
     result = {
         "metrics": {k: float(v) for k, v in tested[0].items()},
@@ -68,6 +77,7 @@ def run_one(table: Table, row: Row, budget: str, seed: int, root: Path) -> dict:
         "epochs": cli.trainer.current_epoch,
         "threads": torch.get_num_threads(),
         "args": args,
+        **({"resumed_from": str(resume_from)} if resume_from else {}),
     }
     out.mkdir(parents=True, exist_ok=True)
     result_file.write_text(json.dumps(result, indent=2))
