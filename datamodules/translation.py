@@ -15,6 +15,14 @@ Batches (the same layout as the tree-transduction batches, padding id 0)::
     tgt_out      [B, T]  target subword ids + <eos>
     tgt_lengths  [B]     target length + 1 (counting <eos>)
     index        [B]     position of each pair in its split (evaluation batches are sorted)
+    fertility    [B, S]  (``fertility_strategy`` guided/predicted) each source token's fertility
+
+Fertilities (Malaviya et al. 2018, §4) come from eflomal's source-to-target links between the
+training subwords: ``guided`` gives each source subword type the most target subwords one of
+its tokens was linked to (at least 1, no slack); ``predicted`` trains a
+:class:`~lit_structattn.models.fertility.FertilityPredictor` on the linked counts and gives its
+expected fertility + 1. Links and the predictor are computed once and cached beside the BPE
+model. With ``constant`` there is no ``fertility`` key: the model applies its constant.
 """
 
 from __future__ import annotations
@@ -27,12 +35,15 @@ from pathlib import Path
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from .alignment import Links, align
 from .batching import bucketed_loader, seq2seq_batch
+from .fertility import guided_fertility_table, lookup_fertilities
 from .files import MalformedLine, data_root, open_text
 from .splits import SplitDataModule
 
 PAD_ID, BOS_ID, EOS_ID, UNK_ID, SINK_ID = 0, 1, 2, 3, 4  # <sink>: a user-defined piece
 SPLITS = ("train", "val", "test")
+FERTILITIES = ("constant", "guided", "predicted")
 
 
 class Subwords:
@@ -75,6 +86,14 @@ class Subwords:
         )
         return model_prefix.with_suffix(".model")
 
+    def words(self, text: str, lang: str) -> list[str]:
+        """The lowercased Moses tokens of ``text`` (what REP and the word aligner see)."""
+        return self.moses(self._tokenizers[lang], text).lower().split()
+
+    def pieces(self, ids: Sequence[int]) -> list[str]:
+        """The subword strings of ``ids``."""
+        return [self.processor.id_to_piece(i) for i in ids]
+
     def encode(self, text: str, lang: str) -> list[int]:
         """Subword ids of raw ``text`` in language ``lang``."""
         return self.processor.encode(self.moses(self._tokenizers[lang], text))
@@ -114,30 +133,45 @@ def read_parallel(src_file: Path, tgt_file: Path) -> list[tuple[str, str]]:
     return [(s.strip(), t.strip()) for s, t in zip(src, tgt, strict=True) if s.strip()]
 
 
-class TranslationDataset(Dataset):
-    """Encoded pairs of one split: item ``i`` is ``(src ids, tgt ids, i)``; ``pairs`` keeps the
-    raw text (the references for BLEU)."""
+Item = tuple[list[int], list[int], int, list[float] | None]
 
-    def __init__(self, pairs: Sequence[tuple[str, str]], items: Sequence[tuple[list, list]]):
+
+class TranslationDataset(Dataset):
+    """Encoded pairs of one split: item ``i`` is ``(src ids, tgt ids, i, fertilities or None)``;
+    ``pairs`` keeps the raw text (the references for BLEU)."""
+
+    def __init__(
+        self, pairs: Sequence[tuple[str, str]], items: Sequence[tuple[list, list]],
+        fertilities: Sequence[list[float]] | None = None,
+    ):
         self.pairs = list(pairs)
-        self.items = [(src, tgt, i) for i, (src, tgt) in enumerate(items)]
+        fertilities = fertilities or [None] * len(items)
+        self.items = [(src, tgt, i, fertility)
+                      for i, ((src, tgt), fertility) in enumerate(zip(items, fertilities,
+                                                                      strict=True))]
 
     def __len__(self) -> int:
         return len(self.items)
 
-    def __getitem__(self, index: int) -> tuple[list[int], list[int], int]:
+    def __getitem__(self, index: int) -> Item:
         return self.items[index]
 
     @property
     def lengths(self) -> list[int]:
         """Source length of every item (what the batches are bucketed by)."""
-        return [len(src) for src, _, _ in self.items]
+        return [len(item[0]) for item in self.items]
 
 
-def collate_pairs(items: Sequence[tuple[list[int], list[int], int]]) -> dict[str, torch.Tensor]:
+def collate_pairs(items: Sequence[Item]) -> dict[str, torch.Tensor]:
     """Pad dataset items into a batch (see the module docstring)."""
-    src, tgt, index = zip(*items, strict=True)
-    return seq2seq_batch(src, tgt, BOS_ID, EOS_ID, index=index)
+    src, tgt, index, fertility = zip(*items, strict=True)
+    batch = seq2seq_batch(src, tgt, BOS_ID, EOS_ID, index=index)
+    if fertility[0] is not None:
+        padded = torch.zeros(batch["src"].shape)
+        for row, values in enumerate(fertility):
+            padded[row, : len(values)] = torch.tensor(values)
+        batch["fertility"] = padded
+    return batch
 
 
 class TranslationDataModule(SplitDataModule):
@@ -151,6 +185,10 @@ class TranslationDataModule(SplitDataModule):
         max_length: training pairs with more subwords on either side are dropped (training
             only); None keeps all.
         sink: append the ``<SINK>`` token to every source (constrained attention needs it).
+        fertility_strategy: ``constant`` (no per-token fertilities), ``guided`` or
+            ``predicted`` (see the module docstring).
+        predictor_epochs: training epochs of the PREDICTED fertility tagger (the authors: 10).
+        aligner_iterations: eflomal's iterations (None: its default).
         batch_size: sentence pairs per batch; bucket_batches: batches sorted by length together.
         cache_dir: where the BPE model is kept (default ``~/.cache/structattn``); it is trained
             once per corpus, size and direction, keyed by a hash of the training files.
@@ -168,6 +206,9 @@ class TranslationDataModule(SplitDataModule):
         bpe_size: int = 8000,
         max_length: int | None = 50,
         sink: bool = False,
+        fertility_strategy: str = "constant",
+        predictor_epochs: int = 5,
+        aligner_iterations: int | None = None,
         batch_size: int = 64,
         bucket_batches: int = 50,
         cache_dir: str | None = None,
@@ -182,6 +223,9 @@ class TranslationDataModule(SplitDataModule):
                 raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
         if max_length is not None and (not isinstance(max_length, int) or max_length < 1):
             raise ValueError(f"max_length must be None or an int >= 1, got {max_length!r}")
+        if fertility_strategy not in FERTILITIES:
+            raise ValueError(f"unknown fertility_strategy {fertility_strategy!r}; valid: "
+                             f"{', '.join(FERTILITIES)}")
         if len(prefixes) != 3:
             raise ValueError(f"prefixes must name the train, val and test files, got {prefixes}")
         self.save_hyperparameters()
@@ -240,22 +284,107 @@ class TranslationDataModule(SplitDataModule):
         return Subwords(model, h.src_lang, h.tgt_lang)
 
     def setup(self, stage: str | None = None) -> None:
-        """Read the splits, train or load the BPE model, encode (once; later calls no-op)."""
+        """Read the splits, train or load the BPE model, encode, attach the fertilities (once;
+        later calls no-op)."""
         if self.datasets:
             return
         h = self.hparams
         pairs = {split: read_parallel(*self.split_files(split)) for split in SPLITS}
         self.subwords = self._bpe_model(pairs["train"])
+        encoded = {}
         for split in SPLITS:
-            sink = [SINK_ID] if h.sink else []
-            items = [(self.subwords.encode(s, h.src_lang) + sink,
-                      self.subwords.encode(t, h.tgt_lang)) for s, t in pairs[split]]
+            items = [(self.subwords.encode(s, h.src_lang), self.subwords.encode(t, h.tgt_lang))
+                     for s, t in pairs[split]]
             kept = list(zip(pairs[split], items, strict=True))
             if split == "train" and h.max_length is not None:
                 kept = [(p, (s, t)) for p, (s, t) in kept
-                        if len(s) <= h.max_length and len(t) <= h.max_length]
+                        if len(s) + h.sink <= h.max_length and len(t) <= h.max_length]
                 self.dropped_train = len(items) - len(kept)
-            self.datasets[split] = TranslationDataset([p for p, _ in kept], [i for _, i in kept])
+            encoded[split] = kept
+        fertilities = self._fertilities({k: [s for _, (s, _) in v] for k, v in encoded.items()},
+                                        [t for _, (_, t) in encoded["train"]])
+        sink = [SINK_ID] if h.sink else []
+        for split, kept in encoded.items():
+            self.datasets[split] = TranslationDataset(
+                [p for p, _ in kept], [(s + sink, t) for _, (s, t) in kept],
+                None if fertilities is None else [f + [1.0] * h.sink
+                                                  for f in fertilities[split]],
+            )
+
+    def _cached_file(self, kind: str) -> Path:
+        """A file beside the BPE model for data derived from the (filtered) training split."""
+        model = self.subwords.model_file
+        return model.parent / f"{model.stem}.max{self.hparams.max_length}.{kind}"
+
+    def _training_links(self, sources: list[list[int]], targets: list[list[int]]) -> list[Links]:
+        """eflomal's source-to-target links between the training subwords (cached)."""
+        path = self._cached_file(f"it{self.hparams.aligner_iterations}.links")
+        if not path.is_file():
+            pieces = self.subwords.pieces
+            links = align([(pieces(s), pieces(t)) for s, t in zip(sources, targets, strict=True)],
+                          self.hparams.aligner_iterations)
+            path.write_text("".join(" ".join(f"{i}-{j}" for i, j in sorted(sentence)) + "\n"
+                                    for sentence in links))
+        lines = path.read_text().split("\n")[: len(sources)]
+        return [{tuple(map(int, link.split("-"))) for link in line.split()} for line in lines]
+
+    def _fertilities(
+        self, sources: dict[str, list[list[int]]], train_targets: list[list[int]]
+    ) -> dict[str, list[list[float]]] | None:
+        """Per split, the GUIDED or PREDICTED fertility of every source subword (None for
+        ``constant``)."""
+        h = self.hparams
+        if h.fertility_strategy == "constant":
+            return None
+        links = self._training_links(sources["train"], train_targets)
+        if h.fertility_strategy == "guided":
+            pieces = {split: [self.subwords.pieces(s) for s in rows]
+                      for split, rows in sources.items()}
+            table = guided_fertility_table(pieces["train"], links)
+            return {split: lookup_fertilities(rows, table) for split, rows in pieces.items()}
+        from lit_structattn.models.fertility import (
+            fertility_targets,
+            fit_fertility_predictor,
+            predict_fertilities,
+        )
+
+        path = self._cached_file(f"it{h.aligner_iterations}.ep{h.predictor_epochs}.predictor")
+        if path.is_file():
+            from lit_structattn.models.fertility import FertilityPredictor
+
+            model = FertilityPredictor(len(self.subwords))
+            model.load_state_dict(torch.load(path, map_location="cpu"))
+            model.eval()
+        else:
+            targets = fertility_targets(links, [len(s) for s in sources["train"]])
+            model = fit_fertility_predictor(sources["train"], targets, len(self.subwords),
+                                            epochs=h.predictor_epochs)
+            torch.save(model.state_dict(), path)
+        return {split: predict_fertilities(model, rows) for split, rows in sources.items()}
+
+    def references(self, split: str) -> list[str]:
+        """The raw target sentences of ``split`` (dataset order)."""
+        return [tgt for _, tgt in self.datasets[split].pairs]
+
+    def word_alignments(
+        self, split: str, hypotheses: Sequence[str], indices: Sequence[int] | None = None
+    ) -> tuple[list[Links], list[Links]]:
+        """Source-to-reference and source-to-hypothesis word links of the pairs ``indices``
+        (default: all) of ``split``, for the DROP score: one eflomal run over the training
+        pairs, the references and the hypotheses together (lowercased Moses tokens), as
+        Malaviya et al. aligned train + test."""
+        h, words = self.hparams, self.subwords.words
+        pairs = self.datasets[split].pairs
+        chosen = [pairs[i] for i in (range(len(pairs)) if indices is None else indices)]
+        sources = [words(src, h.src_lang) for src, _ in chosen]
+        train = [(words(s, h.src_lang), words(t, h.tgt_lang))
+                 for s, t in self.datasets["train"].pairs]
+        references = [words(t, h.tgt_lang) for _, t in chosen]
+        hyps = [words(t, h.tgt_lang) for t in hypotheses]
+        links = align(train + list(zip(sources, references, strict=True))
+                      + list(zip(sources, hyps, strict=True)), h.aligner_iterations)
+        n = len(sources)
+        return links[len(train) : len(train) + n], links[len(train) + n :]
 
     def detokenize(self, ids: Sequence[int] | torch.Tensor) -> str:
         """Target-language text of a model output or a ``tgt_out`` row."""

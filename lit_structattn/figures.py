@@ -16,12 +16,14 @@ from torch import Tensor  # noqa: E402
 
 @dataclass
 class AttentionMap:
-    """One heatmap: ``weights [rows, cols]`` with a label per row and column."""
+    """One heatmap: ``weights [rows, cols]`` with a label per row and column; the labels of
+    ``highlight_rows`` are drawn in red (e.g. repeated output words)."""
 
     title: str
     weights: Tensor
     row_labels: Sequence[str]
     col_labels: Sequence[str]
+    highlight_rows: Sequence[int] = ()
 
 
 @dataclass
@@ -61,6 +63,8 @@ def plot_attention(amap: AttentionMap, ax=None) -> Figure:
                       aspect="auto")
     ax.set_xticks(range(len(amap.col_labels)), amap.col_labels, rotation=90, fontsize=7)
     ax.set_yticks(range(len(amap.row_labels)), amap.row_labels, fontsize=7)
+    for row in amap.highlight_rows:
+        ax.get_yticklabels()[row].set_color("tab:red")
     ax.set_title(amap.title, fontsize=9)
     ax.figure.colorbar(image, ax=ax, fraction=0.03)
     ax.figure.tight_layout()

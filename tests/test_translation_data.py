@@ -3,38 +3,14 @@ detokenization and bad input; on a generated corpus, and on Multi30k when it is 
 
 from __future__ import annotations
 
-import gzip
-import random
-
 import pytest
 import torch
 
 from datamodules.files import MalformedLine, data_root
 from datamodules.translation import BOS_ID, EOS_ID, PAD_ID, SINK_ID, TranslationDataModule
+from lit_structattn.metrics.translation import drop_score
 
-NOUNS = {"Hund": "dog", "Katze": "cat", "Mann": "man", "Frau": "woman", "Kind": "child"}
-VERBS = {"läuft": "runs", "schläft": "sleeps", "spielt": "plays", "isst": "eats"}
-
-
-def write_corpus(folder, pairs_per_split=(300, 40, 40), gz=True, seed=0):
-    """A tiny German-English corpus of 'Der X Y im Park.' sentences in ``folder`` (created)."""
-    folder.mkdir(exist_ok=True)
-    rng = random.Random(seed)
-    for prefix, count in zip(("train", "val", "test"), pairs_per_split, strict=True):
-        de, en = [], []
-        for _ in range(count):
-            noun, verb = rng.choice(list(NOUNS)), rng.choice(list(VERBS))
-            repeat = rng.randint(1, 3)
-            de.append(f"Der {noun} {verb} " + "und " .join(["im Park"] * repeat) + ".")
-            en.append(f"The {NOUNS[noun]} {VERBS[verb]} " + "and ".join(["in the park"] * repeat)
-                      + ".")
-        for lang, lines in (("de", de), ("en", en)):
-            text = "\n".join(lines) + "\n"
-            if gz:
-                with gzip.open(folder / f"{prefix}.{lang}.gz", "wt", encoding="utf-8") as f:
-                    f.write(text)
-            else:
-                (folder / f"{prefix}.{lang}").write_text(text, encoding="utf-8")
+from .translation_corpus import write_corpus
 
 
 def make_module(folder, cache, **kwargs):
@@ -65,7 +41,7 @@ def test_generated_corpus_batches_and_round_trip(tmp_path, gz):
     positions = torch.arange(batch["src"].shape[1])
     assert (batch["src"][positions[None] >= batch["src_lengths"][:, None]] == PAD_ID).all()
     dataset = dm.datasets["test"]
-    for (src, tgt, _), (de, en) in zip(dataset.items, dataset.pairs, strict=True):
+    for (src, tgt, _, _), (de, en) in zip(dataset.items, dataset.pairs, strict=True):
         assert dm.detokenize(tgt) == en
         assert dm.subwords.decode(src, "de") == de
     assert dm.detokenize([*dataset.items[0][1], EOS_ID, 7, 7]) == dataset.pairs[0][1]
@@ -79,7 +55,7 @@ def test_sink_token_ends_every_source(tmp_path):
     batch = next(iter(dm.val_dataloader()))
     ends = batch["src"][torch.arange(len(batch["src"])), batch["src_lengths"] - 1]
     assert (ends == SINK_ID).all()
-    for src, _, index in dm.datasets["val"].items:
+    for src, _, index, _ in dm.datasets["val"].items:
         assert src.count(SINK_ID) == 1
         assert dm.subwords.decode(src, "de") == dm.datasets["val"].pairs[index][0]
 
@@ -100,7 +76,7 @@ def test_max_length_drops_long_training_pairs_only(tmp_path):
     corpus = tmp_path / "corpus"
     write_corpus(corpus)
     full = ready_module(corpus, tmp_path / "cache", max_length=None)
-    longest = max(max(len(s), len(t)) for s, t, _ in full.datasets["train"].items)
+    longest = max(max(len(s), len(t)) for s, t, _, _ in full.datasets["train"].items)
     cut = ready_module(corpus, tmp_path / "cache", max_length=longest - 1)
     assert 0 < cut.dropped_train == 300 - len(cut.datasets["train"])
     assert len(cut.datasets["test"]) == len(full.datasets["test"]) == 40
@@ -131,6 +107,65 @@ def test_bad_arguments():
         TranslationDataModule(max_length=0)
     with pytest.raises(ValueError, match="prefixes"):
         TranslationDataModule(prefixes=("train", "val"))
+    with pytest.raises(ValueError, match="valid: constant, guided, predicted"):
+        TranslationDataModule(fertility_strategy="actual")
+
+
+def test_guided_fertilities_follow_the_aligner_and_are_cached(tmp_path, monkeypatch):
+    """GUIDED: per source subword type, the most target subwords one token was linked to; the
+    links are computed once; the sink gets a placeholder (the model makes it unbounded)."""
+    corpus, cache = tmp_path / "corpus", tmp_path / "cache"
+    write_corpus(corpus)
+    dm = ready_module(corpus, cache, fertility_strategy="guided", sink=True)
+    (links_file,) = cache.glob("*.links")
+    links = [{tuple(map(int, link.split("-"))) for link in line.split()}
+             for line in links_file.read_text().splitlines()]
+    assert len(links) == 300 and sum(map(len, links)) > 300 * 5  # a real alignment
+    most: dict[str, int] = {}
+    for (src, _, _, _), sentence in zip(dm.datasets["train"].items, links, strict=True):
+        pieces = dm.subwords.pieces(src[:-1])
+        for i, piece in enumerate(pieces):
+            count = sum(1 for a, _ in sentence if a == i)
+            most[piece] = max(most.get(piece, 1), count)
+    for src, _, _, fertility in dm.datasets["test"].items:
+        assert len(fertility) == len(src) and fertility[-1] == 1.0
+        assert fertility[:-1] == [float(most.get(p, 1)) for p in dm.subwords.pieces(src[:-1])]
+    batch = next(iter(dm.val_dataloader()))
+    first = dm.datasets["val"].items[int(batch["index"][0])]
+    assert batch["fertility"].shape == batch["src"].shape
+    assert batch["fertility"][0, : len(first[3])].tolist() == first[3]
+    assert (batch["fertility"][batch["src"] == PAD_ID] == 0).all()
+
+    def no_aligner(*args, **kwargs):
+        raise AssertionError("the links are cached")
+
+    monkeypatch.setattr("datamodules.translation.align", no_aligner)
+    again = ready_module(corpus, cache, fertility_strategy="guided", sink=True)
+    assert again.datasets["test"].items == dm.datasets["test"].items
+
+
+def test_predicted_fertilities_are_expected_counts_plus_slack(tmp_path):
+    corpus, cache = tmp_path / "corpus", tmp_path / "cache"
+    write_corpus(corpus)
+    dm = ready_module(corpus, cache, fertility_strategy="predicted", predictor_epochs=1)
+    assert len(list(cache.glob("*.predictor"))) == 1
+    for src, _, _, fertility in dm.datasets["val"].items:
+        assert len(fertility) == len(src)
+        assert all(1.0 <= f <= 10.0 for f in fertility)  # E[class in 0..9] + 1
+
+
+def test_word_alignments_for_the_drop_score(tmp_path):
+    """A hypothesis identical to its reference drops (almost) nothing; an empty one all."""
+    corpus = tmp_path / "corpus"
+    write_corpus(corpus)
+    dm = ready_module(corpus, tmp_path / "cache")
+    references = dm.references("test")
+    hypotheses = [*references[:20], *[""] * 20]
+    to_reference, to_hypothesis = dm.word_alignments("test", hypotheses)
+    assert len(to_reference) == len(to_hypothesis) == 40
+    assert all(to_reference) and not any(to_hypothesis[20:])
+    assert drop_score(to_reference[:20], to_hypothesis[:20]) < 5
+    assert drop_score(to_reference[20:], to_hypothesis[20:]) == 100
 
 
 MULTI30K = data_root() / "multi30k_en_de"
@@ -144,6 +179,6 @@ def test_multi30k_splits_and_detokenization(tmp_path):
                                                            "test": 1000}
     assert len(dm.subwords) == 8000
     test = dm.datasets["test"]
-    same = sum(dm.detokenize(t) == en for (_, t, _), (_, en) in zip(test.items, test.pairs,
+    same = sum(dm.detokenize(t) == en for (_, t, _, _), (_, en) in zip(test.items, test.pairs,
                                                                      strict=True))
     assert same >= 0.99 * len(test)  # Moses detokenization restores almost every reference

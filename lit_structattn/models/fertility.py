@@ -14,7 +14,19 @@ from torch import Tensor, nn
 
 from ..encoders import BiLSTMEncoder, lengths_to_mask
 
-__all__ = ["FertilityPredictor", "fertility_targets"]
+
+def _batches(rows: Sequence[Sequence[int]], batch_size: int, order: Sequence[int]):
+    """``(positions, padded [B, S] ids, lengths [B])`` over ``rows`` in ``order``."""
+    for start in range(0, len(order), batch_size):
+        chosen = list(order[start : start + batch_size])
+        lengths = torch.tensor([len(rows[i]) for i in chosen])
+        padded = torch.zeros(len(chosen), int(lengths.max()), dtype=torch.long)
+        for b, i in enumerate(chosen):
+            padded[b, : len(rows[i])] = torch.tensor(rows[i])
+        yield chosen, padded, lengths
+
+__all__ = ["FertilityPredictor", "fertility_targets", "fit_fertility_predictor",
+           "predict_fertilities"]
 
 
 def fertility_targets(
@@ -72,3 +84,50 @@ class FertilityPredictor(nn.Module):
                                device=probabilities.device)
         mean = probabilities @ classes + slack
         return mean * lengths_to_mask(lengths, src.shape[1])
+
+
+def fit_fertility_predictor(
+    sources: Sequence[Sequence[int]], targets: Sequence[Sequence[int]], vocab_size: int,
+    epochs: int = 5, batch_size: int = 64, lr: float = 1e-3, seed: int = 0, **sizes: int,
+) -> FertilityPredictor:
+    """Train a :class:`FertilityPredictor` (Adam, gradient norm 5) on source id sequences and
+    their aligner fertility classes (:func:`fertility_targets`), batches of similar length in
+    random order; ``sizes`` go to the predictor (``embed_dim``, ``hidden_dim``, ...). Shows a
+    progress bar; returns the model in eval mode."""
+    from tqdm.auto import tqdm
+
+    generator = torch.Generator().manual_seed(seed)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = FertilityPredictor(vocab_size, **sizes)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    by_length = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+    chunks = [by_length[i : i + batch_size] for i in range(0, len(by_length), batch_size)]
+    model.train()
+    for epoch in range(epochs):
+        shuffled = [chunks[i] for i in torch.randperm(len(chunks), generator=generator)]
+        bar = tqdm(shuffled, desc=f"fertility predictor, epoch {epoch + 1}/{epochs}",
+                   leave=False)
+        for chunk in bar:
+            _, src, lengths = next(_batches(sources, len(chunk), chunk))
+            _, gold, _ = next(_batches(targets, len(chunk), chunk))
+            loss = model.loss(src, lengths, gold)
+            optimizer.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+            optimizer.step()
+            bar.set_postfix(loss=f"{loss.item():.3f}")
+    return model.eval()
+
+
+def predict_fertilities(
+    model: FertilityPredictor, sources: Sequence[Sequence[int]], slack: float = 1.0,
+    batch_size: int = 256,
+) -> list[list[float]]:
+    """The expected fertility plus ``slack`` of every token of every source (input order)."""
+    result: list[list[float]] = [[] for _ in sources]
+    for chosen, src, lengths in _batches(sources, batch_size, range(len(sources))):
+        expected = model.expected(src, lengths, slack)
+        for b, i in enumerate(chosen):
+            result[i] = expected[b, : len(sources[i])].tolist()
+    return result

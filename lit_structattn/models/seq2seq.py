@@ -142,7 +142,9 @@ class Seq2Seq(nn.Module):
         coverage_vector: COVVECTOR (Malaviya et al. 2018 §5, after Tu et al. 2016): the score
             becomes ``h_t^T (W m_j + v beta_{t-1, j})`` with a learned ``v``; needs a
             single-query attention layer (``dot``/``general`` score, any transform).
-        encoder_kwargs: passed to :class:`SourceEncoder`.
+        encoder_dim: the BiLSTM encoder's size per direction (``encoder="bilstm"``).
+        encoder_kwargs: passed to :class:`SourceEncoder` (``encoder``, ``source_attention``,
+            ``parser_dim``).
         bos_id, eos_id: the target start and end symbols.
     """
 
@@ -163,10 +165,12 @@ class Seq2Seq(nn.Module):
         sink: bool = False,
         exhaustion_bonus: float = 0.0,
         coverage_vector: bool = False,
+        encoder_dim: int = 50,
         **encoder_kwargs,
     ) -> None:
         super().__init__()
-        self.encoder = SourceEncoder(src_vocab, embed_dim, dropout=dropout, **encoder_kwargs)
+        self.encoder = SourceEncoder(src_vocab, embed_dim, dropout=dropout,
+                                     hidden_dim=encoder_dim, **encoder_kwargs)
         memory_dim = self.encoder.output_dim
         self.tgt_embed = nn.Embedding(tgt_vocab, embed_dim, padding_idx=0)
         self.input_feed = input_feed
@@ -307,6 +311,16 @@ class Seq2Seq(nn.Module):
         """Batched beam search; returns the best ``tokens [B, <=max_len]`` per source (0 after
         ``<eos>``). The final beams are ranked by :func:`rescore` (``log p / length**alpha`` by
         default; ``length_penalty="wu"`` and ``coverage_penalty > 0`` give COVPENALTY)."""
+        beams = self.beams(src, src_lengths, max_len, beam, fertility)
+        return beams.best(alpha, length_penalty, coverage_penalty, min_attention)
+
+    @torch.no_grad()
+    def beams(
+        self, src: Tensor, src_lengths: Tensor, max_len: int, beam: int = 5,
+        fertility: Tensor | None = None,
+    ) -> Beams:
+        """The final hypotheses of a batched beam search (ranked by ``log p`` while searching),
+        to be ranked by :meth:`Beams.best` under any length / coverage penalty."""
         source = self.encode(src, src_lengths, fertility)
         batch = src.shape[0]
         expand = torch.arange(batch, device=src.device).repeat_interleave(beam)
@@ -343,10 +357,31 @@ class Seq2Seq(nn.Module):
             finished = finished[origin] | (tokens == self.eos_id)
             if bool(finished.all()):
                 break
-        ranked = rescore(scores, lengths, coverage.masked_fill(~source.mask, 1.0), alpha,
-                         length_penalty, coverage_penalty, min_attention).view(batch, beam)
-        best = ranked.argmax(-1) + torch.arange(batch, device=src.device) * beam
-        return history[best]
+        return Beams(history.view(batch, beam, -1), scores.view(batch, beam),
+                     lengths.view(batch, beam),
+                     coverage.masked_fill(~source.mask, 1.0).view(batch, beam, -1))
+
+
+@dataclass
+class Beams:
+    """The final hypotheses of a beam search: ``tokens [B, K, T]`` (0 after ``<eos>``), their
+    ``log_prob [B, K]`` and ``length [B, K]`` (counting ``<eos>``), and the attention every
+    source token received, ``coverage [B, K, S]`` (1 at padding)."""
+
+    tokens: Tensor
+    log_prob: Tensor
+    length: Tensor
+    coverage: Tensor
+
+    def best(
+        self, alpha: float = 1.0, length_penalty: str = "avg", coverage_penalty: float = 0.0,
+        min_attention: float = 0.1,
+    ) -> Tensor:
+        """The best ``tokens [B, T]`` per source under :func:`rescore`."""
+        ranked = rescore(self.log_prob, self.length, self.coverage, alpha, length_penalty,
+                         coverage_penalty, min_attention)
+        best = ranked.argmax(-1)
+        return self.tokens[torch.arange(len(best), device=best.device), best]
 
 
 def rescore(
@@ -358,8 +393,8 @@ def rescore(
     penalty ``cp = beta * sum_j log max(min(coverage_j, 1), min_attention)`` (Wu et al.'s with
     Malaviya et al.'s floor, so that a sparse attention's zeros cost a finite amount).
 
-    ``log_prob``/``length`` ``[N]``, ``coverage [N, S]`` (the attention each source token got;
-    set padding to 1 so it costs nothing). Returns ``[N]``. ``ValueError`` for an unknown
+    ``log_prob``/``length`` ``[...]``, ``coverage [..., S]`` (the attention each source token
+    got; set padding to 1 so it costs nothing). Returns ``[...]``. ``ValueError`` for an unknown
     ``length_penalty``.
     """
     if length_penalty == "avg":

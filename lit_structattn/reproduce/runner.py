@@ -15,6 +15,7 @@ import statistics
 import sys
 import time
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -47,16 +48,22 @@ def _last_checkpoint(out: Path) -> Path | None:
 
 def run_one(table: Table, row: Row, budget: str, seed: int, root: Path) -> dict:
     """Fit and test one row with one seed (unless a finished run is stored); returns the test
-    metrics and the wall time."""
-    from ..cli import build_cli  # Lightning is imported only when something runs
+    metrics, the wall time and the task's ``report_notes``. A ``test_of`` row first runs (or
+    finds) the row it tests and only tests that row's best checkpoint."""
+    from ..cli import build_cli, resolve_checkpoint  # Lightning is imported only when needed
 
     out = _run_dir(table, row, budget, seed, root)
     result_file = out / "result.json"
     stored = cached_result(table, row, budget, seed, root)
     if stored is not None:
         return stored
-    print(f"{table.name}: training '{row.name}', seed {seed}, budget {budget} -> {out}",
-          flush=True)
+    checkpoint = None
+    if row.test_of is not None:
+        trained = next(r for r in table.rows if r.name == row.test_of)
+        run_one(table, trained, budget, seed, root)
+        checkpoint = resolve_checkpoint("best", _run_dir(table, trained, budget, seed, root))
+    print(f"{table.name}: {'testing' if checkpoint else 'training'} '{row.name}', seed {seed}, "
+          f"budget {budget} -> {out}", flush=True)
     args = [
         *(arg for config in row.configs for arg in ("--config", str(config))),
         *row.overrides, *table.budgets[budget][0],
@@ -69,27 +76,49 @@ def run_one(table: Table, row: Row, budget: str, seed: int, root: Path) -> dict:
     with warnings.catch_warnings():  # the runner's own argv is not meant for LightningCLI
         warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
         cli = build_cli(args, run=False)
-    cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=resume_from)
-    tested = cli.trainer.test(cli.model, datamodule=cli.datamodule, ckpt_path="best", verbose=False)
+    if checkpoint is None:
+        cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=resume_from)
+    tested = cli.trainer.test(cli.model, datamodule=cli.datamodule,
+                              ckpt_path=checkpoint or "best", verbose=False)
     result = {
         "metrics": {k: float(v) for k, v in tested[0].items()},
         "wall_seconds": time.perf_counter() - start,
         "epochs": cli.trainer.current_epoch,
         "threads": torch.get_num_threads(),
+        "seed": seed,
         "args": args,
-        **({"resumed_from": str(resume_from)} if resume_from else {}),
+        "notes": dict(getattr(cli.model, "report_notes", {})),
+        **({"resumed_from": str(resume_from)} if resume_from and not checkpoint else {}),
+        **({"tested_checkpoint": checkpoint} if checkpoint else {}),
     }
     out.mkdir(parents=True, exist_ok=True)
     result_file.write_text(json.dumps(result, indent=2))
     return result
 
 
-def _cell(values: list[float]) -> str:
+def _cell(values: list[float], scale: float) -> str:
     if not values:
         return "—"
     mean = statistics.mean(values)
     spread = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{100 * mean:.1f} ± {100 * spread:.1f}"
+    return f"{scale * mean:.1f} ± {scale * spread:.1f}"
+
+
+def _notes(table: Table, results: dict[str, list[dict]]) -> list[str]:
+    """The runs' ``notes`` as markdown bullets: a note every run shares once, others per row
+    and seed."""
+    runs = [(row.name, r) for row in table.rows for r in results[row.name]]
+    keys = sorted({key for _, r in runs for key in r.get("notes", {})})
+    lines = []
+    for key in keys:
+        values = {(name, r.get("seed", "?")): r["notes"][key] for name, r in runs
+                  if key in r.get("notes", {})}
+        if len(set(values.values())) == 1 and len(values) == len(runs):
+            lines.append(f"- {key}: `{next(iter(values.values()))}`")
+        else:
+            lines += [f"- {name}, seed {seed}: {key}: {value}"
+                      for (name, seed), value in values.items()]
+    return ["**Notes from the runs:**", "", *lines, ""] if lines else []
 
 
 def render(
@@ -115,19 +144,20 @@ def render(
         f"**Data:** {table.note}", "",
         *([f"**Rows of the paper's table not run here:** {'; '.join(not_run)}.", ""]
           if not_run else []),
-        "Cells: ours, mean ± standard deviation over seeds (in %), then the paper's number.", "",
+        "Cells: ours, mean ± standard deviation over seeds"
+        f"{' (in %)' if table.scale == 100 else ''}, then the paper's number.", "",
         "| " + " | ".join(header) + " |", "|" + "---|" * len(header),
     ]
     for row in table.rows:
         runs = results[row.name]
         cells = []
         for key, _ in table.metrics:
-            ours = _cell([r["metrics"][key] for r in runs if key in r["metrics"]])
+            ours = _cell([r["metrics"][key] for r in runs if key in r["metrics"]], table.scale)
             paper = row.paper.get(key)
             cells.append(ours if paper is None else f"{ours} (paper {paper:.1f})")
         wall = statistics.mean(r["wall_seconds"] for r in runs) / 60
         lines.append(f"| {row.name} | " + " | ".join(cells) + f" | {len(runs)} | {wall:.1f} min |")
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, "", *_notes(table, results)]).rstrip("\n") + "\n"
 
 
 def run_table(
@@ -155,7 +185,7 @@ def run_table(
                        for seed in range(first_seed, seeds)]
             for row in chosen
         }
-    shown = Table(table.name, table.title, tuple(chosen), table.metrics, table.budgets, table.note)
+    shown = replace(table, rows=tuple(chosen))
     path = report or REPORTS / f"{name}.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     not_run = tuple(r.name for r in table.rows if r not in chosen)

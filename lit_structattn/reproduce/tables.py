@@ -13,12 +13,14 @@ BUDGETS = ("ci", "demo", "cpu", "paper")
 @dataclass(frozen=True)
 class Row:
     """One row: config files (later ones override earlier ones), extra CLI overrides, and the
-    paper's numbers per metric key."""
+    paper's numbers per metric key. A row with ``test_of`` trains nothing: it tests the best
+    checkpoint of that row (same seed) under its own configuration (e.g. a decoding option)."""
 
     name: str
     configs: tuple[Path, ...]
     overrides: tuple[str, ...] = ()
     paper: dict[str, float] = field(default_factory=dict)
+    test_of: str | None = None
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,7 @@ class Table:
     metrics: tuple[tuple[str, str], ...]
     budgets: dict[str, tuple[tuple[str, ...], str]]
     note: str
+    scale: float = 100.0  # metric values -> the numbers shown (fractions -> %)
 
 
 def _depth_metrics() -> tuple[tuple[str, str], ...]:
@@ -44,6 +47,15 @@ def _paper_depths(*values: float) -> dict[str, float]:
 
 TREE = CONFIGS / "tree_transduction"
 EASY = CONFIGS / "easy_first"
+NMT = CONFIGS / "translation"
+
+
+def _nmt_row(name: str, row: str, bleu: float, rep: float | None = None,
+             drop: float | None = None, test_of: str | None = None) -> Row:
+    """A translation row: the shared set-up and a row config; the paper's De-En numbers."""
+    paper = {"test/bleu": bleu, "test/rep": rep, "test/drop": drop}
+    return Row(name, (NMT / "base.yaml", NMT / "rows" / f"{row}.yaml"),
+               paper={k: v for k, v in paper.items() if v is not None}, test_of=test_of)
 
 
 def _easy_first_row(name: str, dataset: str, row: str, paper: float, **more: float) -> Row:
@@ -78,6 +90,60 @@ _NER_ROWS = (
     ("NEF-CRF-F, N=L", "nef_crf_f_L", 87.58, 80.71),
 )
 TABLES: dict[str, Table] = {
+    "sparse_constrained_nmt": Table(
+        name="sparse_constrained_nmt",
+        title="Sparse and constrained attention for NMT (Malaviya et al. 2018, Tables 1-2): "
+              "Multi30k De->En test2016",
+        rows=(
+            _nmt_row("softmax", "softmax", 29.51, 3.37, 5.89),
+            _nmt_row("softmax + COVPENALTY", "softmax_covpenalty", 29.69, 3.47, 5.74,
+                     test_of="softmax"),
+            _nmt_row("softmax + COVVECTOR", "softmax_covvector", 29.63, 2.93, 5.65),
+            _nmt_row("sparsemax", "sparsemax", 29.73, 3.18, 5.90),
+            _nmt_row("sparsemax + COVPENALTY", "sparsemax_covpenalty", 29.83, 3.24, 5.79,
+                     test_of="sparsemax"),
+            _nmt_row("sparsemax + COVVECTOR", "sparsemax_covvector", 29.22, 3.13, 6.15),
+            _nmt_row("csoftmax (c = 0.2)", "csoftmax_predicted", 29.39, 3.29, 5.86),
+            _nmt_row("csparsemax (c = 0.2)", "csparsemax_predicted", 29.85, 2.67, 5.23),
+            _nmt_row("Table 2: csparsemax, CONSTANT f = 2", "csparsemax_constant_f2", 29.66),
+            _nmt_row("Table 2: csparsemax, CONSTANT f = 3", "csparsemax_constant_f3", 29.64),
+            _nmt_row("Table 2: csparsemax, GUIDED", "csparsemax_guided", 29.56),
+            _nmt_row("Table 2: csparsemax, PREDICTED c = 0", "csparsemax_predicted_c0", 29.78),
+        ),
+        metrics=(("test/bleu", "BLEU"), ("test/chrf", "chrF"), ("test/rep", "REP"),
+                 ("test/drop", "DROP"), ("test/ppl", "perplexity")),
+        budgets={
+            "ci": (("--trainer.max_epochs", "1", "--trainer.limit_train_batches", "3",
+                    "--trainer.limit_val_batches", "2", "--trainer.limit_test_batches", "2",
+                    "--model.init_args.drop_score", "false"),
+                   "smoke test: 3 training batches, 2 validation and 2 test batches, no DROP"),
+            "cpu": ((), "5 epochs (about 25 minutes on one thread here), model at the scale of "
+                        "configs/translation/base.yaml, beam 5, best epoch by greedy validation "
+                        "BLEU"),
+            "paper": (("--trainer.max_epochs", "13"),
+                      "13 epochs; the paper's 2x500 LSTMs and 32k BPE need "
+                      "`--model.init_args.hidden_dim 500 --data.init_args.bpe_size 32000` and "
+                      "the IWSLT'14 data"),
+        },
+        note=(
+            "Multi30k (task 1) German->English: 29K training pairs (pairs with more than 50 "
+            "subwords on a side dropped), val 1014, test2016 (flickr) 1000; the paper used "
+            "IWSLT 2014 De-En (153K pairs) with 32k BPE and 2x500 LSTMs, so its numbers are a "
+            "reference point, not a target. Moses tokenization (sacremoses), joint "
+            "sentencepiece BPE 8k; BiLSTM 128+128 encoder, LSTM 256 decoder, embeddings 256, "
+            "Luong general attention with input feeding, dropout 0.3, label smoothing 0.1, Adam "
+            "2e-3, batch 64. BLEU and chrF: detokenized, cased sacreBLEU (signatures below); "
+            "REP (n = 2, lambda1 = 1, lambda2 = 2) on lowercased Moses tokens; DROP from eflomal "
+            "links (train + test references + outputs aligned together; the paper used "
+            "fast_align); METEOR is left out (it needs WordNet data that cannot be fetched "
+            "here). Constrained rows: <SINK> token, exhaustion bonus c as named, PREDICTED "
+            "fertilities = expected class of a BiLSTM tagger trained on eflomal subword "
+            "fertilities + 1. COVPENALTY rows test the checkpoint of the row without it, with "
+            "alpha, beta chosen on validation BLEU. Table 2's PREDICTED c = 0.2 row is the "
+            "csparsemax (c = 0.2) row."
+        ),
+        scale=1.0,
+    ),
     "tree_transduction": Table(
         name="tree_transduction",
         title="Tree transduction (Kim et al. 2017, Table 2): average length to failure (%)",

@@ -3,5 +3,6 @@
 from .classification import SequenceClassifier
 from .seq2seq import Seq2SeqTask
 from .tagging import TaggingTask
+from .translation import TranslationTask
 
-__all__ = ["SequenceClassifier", "Seq2SeqTask", "TaggingTask"]
+__all__ = ["SequenceClassifier", "Seq2SeqTask", "TaggingTask", "TranslationTask"]

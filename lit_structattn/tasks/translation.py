@@ -1,0 +1,297 @@
+"""Machine translation with sparse and constrained attention (Malaviya et al. 2018) around
+:class:`~lit_structattn.models.seq2seq.Seq2Seq`, on the batches of
+:class:`~datamodules.translation.TranslationDataModule`.
+
+Logs ``train/loss`` (label-smoothed), ``val/loss``, ``val/ppl`` and ``val/bleu`` (greedy
+decoding, every validation), and at test time (beam search) ``test/bleu``, ``test/chrf``,
+``test/rep``, ``test/drop`` and ``test/ppl``. The sacreBLEU signatures and, with
+``penalty_grid``, the COVPENALTY weights chosen on the validation set are kept in
+``report_notes`` (the reproduction runner prints them under its table) and written with the
+test translations to ``<log_dir>/test_translations.txt``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from lightning.pytorch.utilities import rank_zero_info
+from torchmetrics import MeanMetric
+
+from ..figures import AttentionMap
+from ..metrics.translation import bleu_chrf, drop_score, rep_score
+from ..models.seq2seq import Seq2Seq
+from .base import Task
+
+
+def _gather(items: list) -> list:
+    """The items of every process, concatenated (a no-op without torch.distributed)."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return items
+    everyone: list[list] = [[] for _ in range(torch.distributed.get_world_size())]
+    torch.distributed.all_gather_object(everyone, items)
+    return [item for part in everyone for item in part]
+
+
+def repeated_positions(tokens: Sequence[str]) -> list[int]:
+    """Positions of tokens that occur earlier in ``tokens`` too (the repetitions to highlight)."""
+    seen: set[str] = set()
+    repeated = []
+    for position, token in enumerate(tokens):
+        if token in seen:
+            repeated.append(position)
+        seen.add(token)
+    return repeated
+
+
+class TranslationTask(Task):
+    """An attentional BiLSTM-LSTM translation model trained with teacher forcing.
+
+    Args:
+        vocab_size: the joint subword vocabulary (at least the data's ``bpe_size``).
+        embed_dim, hidden_dim, encoder_dim, attention, score, input_feed, dropout: see
+            :class:`~lit_structattn.models.seq2seq.Seq2Seq` (the encoder is a BiLSTM of
+            ``encoder_dim`` per direction).
+        fertility, sink, exhaustion_bonus, coverage_vector: constrained attention and
+            COVVECTOR, see ``Seq2Seq``; ``sink`` must match the data's. Batches with a
+            ``fertility`` tensor (GUIDED / PREDICTED) override the constant ``fertility``.
+        label_smoothing: of the training loss (the validation loss and perplexity are plain).
+        lr: Adam's learning rate.
+        max_decode_len: decoding stops after ``min(max_decode_len, 2 S + 10)`` tokens.
+        test_beam: beam size at test time (1 = greedy); validation decodes greedily.
+        length_penalty, alpha, coverage_penalty, min_attention: the final ranking of the beams
+            (:func:`~lit_structattn.models.seq2seq.rescore`; ``wu`` + ``coverage_penalty`` =
+            COVPENALTY).
+        penalty_grid: COVPENALTY with tuned weights: ``[alpha, beta]`` pairs tried on the
+            validation set before testing (Wu et al.'s length penalty); the best BLEU wins.
+        drop_score: compute the DROP score at test time (one eflomal run over train + test).
+    """
+
+    def __init__(
+        self,
+        vocab_size: int = 8000,
+        embed_dim: int = 256,
+        hidden_dim: int = 256,
+        encoder_dim: int = 128,
+        attention: str = "softmax",
+        score: str = "general",
+        input_feed: bool = True,
+        dropout: float = 0.3,
+        fertility: float = 2.0,
+        sink: bool = False,
+        exhaustion_bonus: float = 0.0,
+        coverage_vector: bool = False,
+        label_smoothing: float = 0.1,
+        lr: float = 2e-3,
+        max_decode_len: int = 100,
+        test_beam: int = 5,
+        length_penalty: str = "avg",
+        alpha: float = 1.0,
+        coverage_penalty: float = 0.0,
+        min_attention: float = 0.1,
+        penalty_grid: list[tuple[float, float]] | None = None,
+        drop_score: bool = True,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.model = Seq2Seq(
+            vocab_size, vocab_size, embed_dim, hidden_dim, attention=attention, score=score,
+            input_feed=input_feed, dropout=dropout, fertility=fertility, sink=sink,
+            exhaustion_bonus=exhaustion_bonus, coverage_vector=coverage_vector,
+            encoder="bilstm", encoder_dim=encoder_dim,
+        )
+        self.nll = torch.nn.ModuleDict({split: MeanMetric() for split in ("val", "test")})
+        self.penalty = {"alpha": alpha, "length_penalty": length_penalty,
+                        "coverage_penalty": coverage_penalty, "min_attention": min_attention}
+        self.report_notes: dict[str, str] = {}
+        self._outputs: list[tuple[int, str]] = []
+
+    # ---- set-up -------------------------------------------------------------------------
+
+    def setup(self, stage: str) -> None:
+        data = getattr(self.trainer, "datamodule", None)
+        subwords = getattr(data, "subwords", None)
+        if subwords is not None and len(subwords) > self.hparams.vocab_size:
+            raise ValueError(
+                f"model.vocab_size={self.hparams.vocab_size} but the data's BPE model has "
+                f"{len(subwords)} subwords; set --model.init_args.vocab_size {len(subwords)}"
+            )
+        data_sink = getattr(getattr(data, "hparams", {}), "sink", None)
+        if data_sink is not None and data_sink != self.hparams.sink:
+            raise ValueError(
+                f"model.sink={self.hparams.sink} but data.sink={data_sink}: the model's <SINK> "
+                "handling needs the data to append the token (set both)"
+            )
+
+    def configure_optimizers(self):
+        return torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
+
+    # ---- training -----------------------------------------------------------------------
+
+    def _forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        logits, _, _ = self.model(batch["src"], batch["src_lengths"], batch["tgt_in"],
+                                  batch.get("fertility"))
+        return logits
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        logits = self._forward(batch)
+        loss = F.cross_entropy(logits.flatten(0, 1), batch["tgt_out"].flatten(), ignore_index=0,
+                               label_smoothing=self.hparams.label_smoothing)
+        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["src"]))
+        return loss
+
+    def _update_nll(self, batch: dict[str, torch.Tensor], split: str) -> None:
+        """Accumulate the mean token NLL (for the loss and the perplexity)."""
+        logits = self._forward(batch)
+        nll = F.cross_entropy(logits.flatten(0, 1), batch["tgt_out"].flatten(), ignore_index=0)
+        self.nll[split].update(nll, weight=int((batch["tgt_out"] != 0).sum()))
+
+    # ---- decoding -----------------------------------------------------------------------
+
+    def _max_len(self, batch: dict[str, torch.Tensor]) -> int:
+        return min(self.hparams.max_decode_len, 2 * int(batch["src_lengths"].max()) + 10)
+
+    def translate(self, batch: dict[str, torch.Tensor], beam: int) -> torch.Tensor:
+        """Output subword ids ``[B, T']`` (greedy for ``beam == 1``)."""
+        args = (batch["src"], batch["src_lengths"], self._max_len(batch))
+        if beam <= 1:
+            return self.model.greedy(*args, fertility=batch.get("fertility"))[0]
+        return self.model.beams(*args, beam=beam, fertility=batch.get("fertility")).best(
+            **self.penalty)
+
+    def _collect(self, batch: dict[str, torch.Tensor], prediction: torch.Tensor) -> None:
+        detokenize = self.trainer.datamodule.detokenize
+        self._outputs += [(int(i), detokenize(row))
+                          for i, row in zip(batch["index"], prediction, strict=True)]
+
+    def _decoded(self) -> tuple[list[int], list[str]]:
+        """The positions and translations this epoch decoded in every process, in dataset
+        order (DDP pads the last shard by repeating examples: the repeats fold together)."""
+        ordered = dict(sorted(_gather(self._outputs)))
+        self._outputs = []
+        return list(ordered), list(ordered.values())
+
+    # ---- validation ---------------------------------------------------------------------
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        self._update_nll(batch, "val")
+        self._collect(batch, self.translate(batch, beam=1))
+
+    def on_validation_epoch_end(self) -> None:
+        nll = float(self.nll["val"].compute())
+        self.nll["val"].reset()
+        self.log_dict({"val/loss": nll, "val/ppl": math.exp(min(nll, 50.0))})
+        indices, hypotheses = self._decoded()
+        references = self.trainer.datamodule.references("val")
+        self.log("val/bleu", bleu_chrf(hypotheses, [references[i] for i in indices])["bleu"],
+                 prog_bar=True)
+
+    # ---- test ---------------------------------------------------------------------------
+
+    def on_test_start(self) -> None:
+        if self.hparams.penalty_grid:
+            self._tune_coverage_penalty()
+
+    @torch.no_grad()
+    def _tune_coverage_penalty(self) -> None:
+        """COVPENALTY: beam-search the validation set once, rank its final beams under every
+        ``(alpha, beta)`` of the grid, keep the pair with the best BLEU."""
+        data = self.trainer.datamodule
+        loader = data.val_dataloader()
+        limit = self.trainer.limit_val_batches  # as in validation: a count or a fraction
+        count = int(limit) if isinstance(limit, int) else max(1, int(limit * len(loader)))
+        beams = []
+        for batch in itertools.islice(loader, count):
+            batch = self.transfer_batch_to_device(batch, self.device, 0)
+            beams.append((batch["index"], self.model.beams(
+                batch["src"], batch["src_lengths"], self._max_len(batch),
+                beam=self.hparams.test_beam, fertility=batch.get("fertility"))))
+        references = data.references("val")
+        scores = {}
+        for alpha, beta in self.hparams.penalty_grid:
+            outputs = {}
+            for index, found in beams:
+                best = found.best(alpha, "wu", beta, self.hparams.min_attention)
+                outputs.update((int(i), data.detokenize(row))
+                               for i, row in zip(index, best, strict=True))
+            hypotheses = [outputs[i] for i in sorted(outputs)]
+            chosen = [references[i] for i in sorted(outputs)]
+            scores[(alpha, beta)] = bleu_chrf(hypotheses, chosen)["bleu"]
+        alpha, beta = max(scores, key=scores.get)
+        self.penalty.update(alpha=alpha, length_penalty="wu", coverage_penalty=beta)
+        self.report_notes["COVPENALTY"] = (
+            "alpha, beta tuned on validation BLEU over "
+            + ", ".join(f"({a}, {b}): {s:.1f}" for (a, b), s in scores.items())
+            + f"; chosen ({alpha}, {beta})"
+        )
+        rank_zero_info(self.report_notes["COVPENALTY"])
+
+    def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        self._update_nll(batch, "test")
+        self._collect(batch, self.translate(batch, beam=self.hparams.test_beam))
+
+    def on_test_epoch_end(self) -> None:
+        nll = float(self.nll["test"].compute())
+        self.nll["test"].reset()
+        data = self.trainer.datamodule
+        indices, hypotheses = self._decoded()
+        references = [data.references("test")[i] for i in indices]
+        scores = bleu_chrf(hypotheses, references)
+        words = data.subwords.words
+        lang = data.hparams.tgt_lang
+        metrics = {
+            "test/bleu": scores["bleu"], "test/chrf": scores["chrf"],
+            "test/rep": rep_score([words(h, lang) for h in hypotheses],
+                                  [words(r, lang) for r in references]),
+            "test/ppl": math.exp(min(nll, 50.0)),
+        }
+        if self.hparams.drop_score:
+            metrics["test/drop"] = drop_score(*data.word_alignments("test", hypotheses, indices))
+        self.log_dict(metrics)
+        self.report_notes["BLEU"] = scores["bleu_signature"]
+        self.report_notes["chrF"] = scores["chrf_signature"]
+        if self.trainer.is_global_zero and self.trainer.log_dir:
+            path = Path(self.trainer.log_dir) / "test_translations.txt"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("\n".join(hypotheses) + "\n", encoding="utf-8")
+            rank_zero_info(f"test translations written to {path}; BLEU {scores['bleu']:.2f} "
+                           f"({scores['bleu_signature']})")
+
+    # ---- figures and predictions --------------------------------------------------------
+
+    @torch.no_grad()
+    def attention_figures(self, batch: dict[str, torch.Tensor], vocab, limit: int) -> list:
+        """Target x source attention of greedy decoding for the first ``limit`` examples
+        (subword labels; white = exactly zero; repeated output subwords in red), for
+        :class:`~lit_structattn.callbacks.AttentionFigures`."""
+        subwords = self.trainer.datamodule.subwords
+        records = self._records({k: v[:limit] for k, v in batch.items()}, subwords)
+        return [(f"attention/example_{b}", AttentionMap(
+            f"{self.hparams.attention} attention (greedy)", torch.tensor(r["attention"]),
+            r["output_pieces"], r["source_pieces"], repeated_positions(r["output_pieces"])))
+            for b, r in enumerate(records)]
+
+    def _records(self, batch: dict[str, torch.Tensor], subwords) -> list[dict]:
+        prediction, attention = self.model.greedy(
+            batch["src"], batch["src_lengths"], self._max_len(batch), batch.get("fertility"))
+        records = []
+        for b, length in enumerate(batch["src_lengths"].tolist()):
+            ids = prediction[b].tolist()
+            end = ids.index(self.model.eos_id) if self.model.eos_id in ids else len(ids)
+            output = subwords.pieces(ids[:end]) + ["</s>"]
+            records.append({
+                "source_pieces": subwords.pieces(batch["src"][b, :length].tolist()),
+                "output_pieces": output,
+                "translation": subwords.decode(ids, self.trainer.datamodule.hparams.tgt_lang),
+                "attention": attention[b, : len(output), :length].tolist(),
+            })
+        return records
+
+    def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> list[dict]:
+        """One JSON-ready record per sentence: source and output subwords, the detokenized
+        greedy translation and its attention ``[output + </s>, source]``."""
+        return self._records(batch, self.trainer.datamodule.subwords)

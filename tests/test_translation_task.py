@@ -1,0 +1,146 @@
+"""The translation application end to end (configs/translation through LightningCLI, in process)
+on a generated corpus: fit + test with every metric, constrained attention with GUIDED
+fertilities, COVPENALTY tuning, the runner's test-only rows, figures, a falling loss and clear
+errors for mismatched settings."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from lit_structattn.cli import build_cli
+from lit_structattn.figures import AttentionMap, plot_figure
+from lit_structattn.reproduce import runner
+from lit_structattn.reproduce.tables import TABLES
+from lit_structattn.tasks.translation import TranslationTask, repeated_positions
+
+from .translation_corpus import write_corpus
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs" / "translation"
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("translation")
+    write_corpus(folder / "corpus")
+    return folder
+
+
+def tiny(corpus: Path, out: Path, row: str, *extra: str) -> list[str]:
+    """Arguments of a tiny run of a translation row on the generated corpus."""
+    return [
+        "--config", str(CONFIGS / "base.yaml"), "--config", str(CONFIGS / "rows" / f"{row}.yaml"),
+        "--trainer.default_root_dir", str(out), "--trainer.enable_progress_bar", "false",
+        "--trainer.enable_model_summary", "false",
+        "--data.init_args.data_dir", str(corpus / "corpus"),
+        "--data.init_args.cache_dir", str(corpus / "cache"),
+        "--data.init_args.prefixes", "[train, val, test]",
+        "--data.init_args.bpe_size", "60", "--data.init_args.batch_size", "32",
+        "--data.init_args.predictor_epochs", "1",
+        "--model.init_args.vocab_size", "64", "--model.init_args.embed_dim", "16",
+        "--model.init_args.hidden_dim", "16", "--model.init_args.encoder_dim", "8",
+        "--model.init_args.test_beam", "3", "--model.init_args.max_decode_len", "30",
+        *extra,
+    ]
+
+
+def cli_for(args: list[str]):
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
+        return build_cli(args, run=False)
+
+
+@pytest.mark.parametrize("row", ["softmax", "csparsemax_guided"])
+def test_fit_and_test_report_every_metric(corpus, tmp_path, row):
+    cli = cli_for(tiny(corpus, tmp_path, row, "--trainer.max_epochs", "2"))
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    assert {"val/bleu", "val/ppl", "val/loss"} <= set(cli.trainer.callback_metrics)
+    (metrics,) = cli.trainer.test(cli.model, datamodule=cli.datamodule, ckpt_path="best",
+                                  verbose=False)
+    assert set(metrics) == {"test/bleu", "test/chrf", "test/rep", "test/drop", "test/ppl"}
+    assert 0 <= metrics["test/bleu"] <= 100 and 0 <= metrics["test/drop"] <= 100
+    assert 1 < metrics["test/ppl"] < 64  # better than uniform over the vocabulary
+    assert cli.model.report_notes["BLEU"].startswith("nrefs:1|case:mixed")
+    (translations,) = tmp_path.rglob("test_translations.txt")
+    assert len(translations.read_text().splitlines()) == 40
+    events = list(tmp_path.rglob("events.out.tfevents.*"))
+    assert any(b"attention/example_0" in path.read_bytes() for path in events)
+
+
+def test_covpenalty_grid_is_tuned_on_validation(corpus, tmp_path):
+    cli = cli_for(tiny(corpus, tmp_path, "softmax", "--trainer.max_epochs", "1"))
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    best = cli.trainer.checkpoint_callback.best_model_path
+    tuned = cli_for(tiny(corpus, tmp_path / "tuned", "softmax_covpenalty",
+                         "--model.init_args.drop_score", "false"))
+    tuned.trainer.test(tuned.model, datamodule=tuned.datamodule, ckpt_path=best, verbose=False)
+    note = tuned.model.report_notes["COVPENALTY"]
+    assert note.count("): ") == 9 and "chosen (" in note
+    assert tuned.model.penalty["length_penalty"] == "wu"
+
+
+def test_runner_tests_the_checkpoint_of_another_row(corpus, tmp_path):
+    """A ``test_of`` row trains nothing: it tests the best checkpoint of its row."""
+    table = TABLES["sparse_constrained_nmt"]
+    overrides = tuple(tiny(corpus, tmp_path, "softmax")[4:])  # all but the configs
+    overrides = tuple(a for a in overrides if a not in ("--trainer.default_root_dir",
+                                                       str(tmp_path)))
+    rows = tuple(replace(r, overrides=overrides) for r in table.rows[:2])
+    table = replace(table, rows=rows)
+    covpenalty = runner.run_one(table, rows[1], "ci", 0, tmp_path)
+    softmax = runner.cached_result(table, rows[0], "ci", 0, tmp_path)
+    assert softmax is not None and "tested_checkpoint" not in softmax
+    assert "/softmax/seed0/" in covpenalty["tested_checkpoint"]
+    assert "chosen" in covpenalty["notes"]["COVPENALTY"]
+    report = runner.render(table, "ci", range(1), {r.name: [runner.cached_result(
+        table, r, "ci", 0, tmp_path)] for r in rows})
+    assert "- BLEU: `nrefs:1|case:mixed" in report
+    assert "- softmax + COVPENALTY, seed 0: COVPENALTY: alpha, beta tuned" in report
+    assert json.loads(next((tmp_path / table.name).rglob("result.json")).read_text())["seed"] == 0
+
+
+def test_loss_falls_on_a_tiny_batch(corpus, tmp_path):
+    cli = cli_for(tiny(corpus, tmp_path, "csparsemax_predicted", "--model.init_args.dropout",
+                       "0.0"))
+    cli.datamodule.setup("fit")
+    batch = next(iter(cli.datamodule.train_dataloader()))
+    assert "fertility" in batch
+    model = cli.model
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.02)
+    losses = []
+    for _ in range(60):
+        loss = model.training_step(batch, 0)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0]
+
+
+def test_mismatched_sink_and_vocabulary_are_refused(corpus, tmp_path):
+    cli = cli_for(tiny(corpus, tmp_path, "csparsemax_constant_f2", "--data.init_args.sink",
+                       "false", "--trainer.max_epochs", "1"))
+    with pytest.raises(ValueError, match="model.sink=True but data.sink=False"):
+        cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    cli = cli_for(tiny(corpus, tmp_path, "softmax", "--model.init_args.vocab_size", "10",
+                       "--trainer.max_epochs", "1"))
+    with pytest.raises(ValueError, match="set --model.init_args.vocab_size"):
+        cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+
+
+def test_repeated_output_words_are_highlighted():
+    assert repeated_positions(["a", "b", "a", "c", "b", "a"]) == [2, 4, 5]
+    amap = AttentionMap("t", torch.rand(4, 3), ["x", "y", "x", "</s>"], ["p", "q", "r"],
+                        highlight_rows=[2])
+    labels = plot_figure(amap).axes[0].get_yticklabels()
+    assert [label.get_color() for label in labels] == ["black", "black", "tab:red", "black"]
+
+
+def test_unknown_attention_lists_the_valid_ones():
+    with pytest.raises(ValueError, match="valid:.*csparsemax"):
+        TranslationTask(attention="entmax")
