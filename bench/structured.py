@@ -75,8 +75,8 @@ def decoder_step_times(
 
         def run() -> None:
             source = EncodedSource(memory.detach().requires_grad_(), mask)
-            log_probs, _, _ = model.decode_step(tokens, state, source)
-            torch.nn.functional.nll_loss(log_probs, gold).backward()
+            logits, _, _ = model.decode_step(tokens, state, source)
+            torch.nn.functional.cross_entropy(logits, gold).backward()
 
         return run
 

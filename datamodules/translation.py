@@ -189,7 +189,10 @@ class TranslationDataModule(SplitDataModule):
             ``predicted`` (see the module docstring).
         predictor_epochs: training epochs of the PREDICTED fertility tagger (the authors: 10).
         aligner_iterations: eflomal's iterations (None: its default).
-        batch_size: sentence pairs per batch; bucket_batches: batches sorted by length together.
+        batch_size: sentence pairs per training batch; bucket_batches: batches sorted by length
+            together.
+        eval_batch_size: sentences per validation / test batch (default ``batch_size``; larger
+            batches decode faster).
         cache_dir: where the BPE model is kept (default ``~/.cache/structattn``); it is trained
             once per corpus, size and direction, keyed by a hash of the training files.
         num_workers, seed: DataLoader workers; base seed of the training batch order.
@@ -210,6 +213,7 @@ class TranslationDataModule(SplitDataModule):
         predictor_epochs: int = 5,
         aligner_iterations: int | None = None,
         batch_size: int = 64,
+        eval_batch_size: int | None = None,
         bucket_batches: int = 50,
         cache_dir: str | None = None,
         num_workers: int = 0,
@@ -218,6 +222,7 @@ class TranslationDataModule(SplitDataModule):
         super().__init__()
         for name, value, low in (("bpe_size", bpe_size, 8), ("batch_size", batch_size, 1),
                                  ("bucket_batches", bucket_batches, 1),
+                                 ("eval_batch_size", eval_batch_size or 1, 1),
                                  ("num_workers", num_workers, 0)):
             if not isinstance(value, int) or value < low:
                 raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
@@ -398,6 +403,7 @@ class TranslationDataModule(SplitDataModule):
         h = self.hparams
         return bucketed_loader(
             self.datasets[split], self.datasets[split].lengths, collate_pairs,
-            batch_size=h.batch_size, bucket_batches=h.bucket_batches, shuffle=shuffle,
+            batch_size=h.batch_size if shuffle else h.eval_batch_size or h.batch_size,
+            bucket_batches=h.bucket_batches, shuffle=shuffle,
             seed=h.seed, num_workers=h.num_workers,
         )

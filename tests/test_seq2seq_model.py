@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from lit_structattn.attention import Attention
+from lit_structattn.encoders import lengths_to_mask
 from lit_structattn.models.seq2seq import Seq2Seq, rescore
 
 
@@ -144,3 +145,54 @@ def test_beam_search_with_covpenalty_runs_and_defaults_unchanged():
     penalized = model.beam_search(src, lengths, max_len=8, beam=4, length_penalty="wu",
                                   alpha=0.6, coverage_penalty=5.0)
     assert penalized.shape[0] == 4
+
+
+@pytest.mark.parametrize("attention", ["softmax", "csparsemax"])
+def test_batched_decoding_equals_decoding_each_sentence_alone(attention):
+    """Finished sentences leave the batch during greedy and beam search: the outputs must be
+    those of decoding every sentence on its own (some end early, some run to the limit)."""
+    torch.manual_seed(3)
+    model = Seq2Seq(15, 15, embed_dim=8, hidden_dim=8, attention=attention,
+                    sink=attention != "softmax", input_feed=True).eval()
+    with torch.no_grad():
+        model.generator.bias[model.eos_id] = 0.2  # <eos> depends strongly on the state:
+        model.generator.weight[model.eos_id] *= 6  # some sentences end at once, some never
+    lengths = torch.tensor([5, 3, 6, 2, 4, 6])
+    src = torch.randint(3, 15, (6, 6)) * lengths_to_mask(lengths, 6)
+    tokens, attention_maps = model.greedy(src, lengths, max_len=9)
+    beams = model.beams(src, lengths, max_len=9, beam=3)
+    ends = [(row == model.eos_id).nonzero() for row in tokens]
+    assert any(len(e) and e[0] < 3 for e in ends) and any(not len(e) for e in ends)
+    for b in range(6):
+        one = (src[b : b + 1, : lengths[b]], lengths[b : b + 1])
+        alone, alone_attention = model.greedy(*one, max_len=9)
+        width = alone.shape[1]
+        assert torch.equal(tokens[b, :width], alone[0]) and not tokens[b, width:].any()
+        torch.testing.assert_close(attention_maps[b, :width, : lengths[b]], alone_attention[0])
+        single = model.beams(*one, max_len=9, beam=3)
+        steps = single.tokens.shape[2]
+        assert torch.equal(beams.tokens[b, :, :steps], single.tokens[0])
+        torch.testing.assert_close(beams.log_prob[b], single.log_prob[0])
+        torch.testing.assert_close(beams.length[b], single.length[0])
+        torch.testing.assert_close(beams.coverage[b, :, : lengths[b]], single.coverage[0])
+        assert (beams.coverage[b, :, lengths[b] :] == 1).all()
+
+
+def test_beam_search_scores_are_the_model_log_probabilities_and_beam_one_is_greedy():
+    torch.manual_seed(4)
+    model = Seq2Seq(12, 12, embed_dim=8, hidden_dim=8, input_feed=True).eval()
+    lengths = torch.tensor([4, 2, 3])
+    src = torch.randint(3, 12, (3, 4)) * lengths_to_mask(lengths, 4)
+    greedy, _ = model.greedy(src, lengths, max_len=7)
+    one = model.beams(src, lengths, max_len=7, beam=1)
+    assert torch.equal(one.tokens[:, 0, : greedy.shape[1]], greedy)
+    found = model.beams(src, lengths, max_len=7, beam=4)
+    for k in range(4):  # teacher-force every final hypothesis and add up its log-probs
+        tokens = found.tokens[:, k]
+        steps = found.length[:, k].long()
+        tgt_in = torch.cat([torch.full((3, 1), model.bos_id), tokens[:, :-1]], dim=1)
+        with torch.no_grad():
+            logits, _, _ = model(src, lengths, tgt_in)
+        log_probs = logits.log_softmax(-1).gather(2, tokens[..., None])[..., 0]
+        mask = torch.arange(tokens.shape[1])[None] < steps[:, None]
+        torch.testing.assert_close((log_probs * mask).sum(1), found.log_prob[:, k])

@@ -248,18 +248,38 @@ class Seq2Seq(nn.Module):
         attention [N, S])``."""
         if self.input_feed:
             inputs = torch.cat([inputs, state.feed], dim=-1)
-        output, (h, c) = self.rnn(inputs[:, None], (state.h, state.c))
-        combined, weights = self._attend(output, source, state.coverage)
+        output, h, c = self._lstm_step(inputs, state.h, state.c)
+        combined, weights = self._attend(output[:, None], source, state.coverage)
         weights = weights[:, 0]
         coverage = None if state.coverage is None else state.coverage + weights
         return combined[:, 0], DecoderState(h, c, combined[:, 0], coverage), weights
 
+    def _lstm_step(self, inputs: Tensor, h: Tensor, c: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """One step of ``self.rnn`` on ``inputs [N, E]`` and states ``[layers, N, H]``:
+        ``(top output [N, H], h, c)``. The gates are computed here from the LSTM's weights:
+        one ``nn.LSTM`` call per step costs several times its arithmetic on CPU."""
+        hs, cs = [], []
+        x = inputs
+        for layer in range(self.num_layers):
+            if layer:
+                x = nn.functional.dropout(x, self.rnn.dropout, self.training)
+            gates = (nn.functional.linear(x, getattr(self.rnn, f"weight_ih_l{layer}"),
+                                          getattr(self.rnn, f"bias_ih_l{layer}"))
+                     + nn.functional.linear(h[layer], getattr(self.rnn, f"weight_hh_l{layer}"),
+                                            getattr(self.rnn, f"bias_hh_l{layer}")))
+            i, f, g, o = gates.chunk(4, dim=-1)  # PyTorch's gate order
+            cell = torch.sigmoid(f) * c[layer] + torch.sigmoid(i) * torch.tanh(g)
+            x = torch.sigmoid(o) * torch.tanh(cell)
+            hs.append(x)
+            cs.append(cell)
+        return x, torch.stack(hs), torch.stack(cs)
+
     def decode_step(
         self, tokens: Tensor, state: DecoderState, source: EncodedSource
     ) -> tuple[Tensor, DecoderState, Tensor]:
-        """One step: ``tokens [N]`` -> ``(log-probs [N, V], new state, attention [N, S])``."""
+        """One step: ``tokens [N]`` -> ``(logits [N, V], new state, attention [N, S])``."""
         combined, state, weights = self._step(self.tgt_embed(tokens), state, source)
-        return torch.log_softmax(self.generator(combined), dim=-1), state, weights
+        return self.generator(combined), state, weights
 
     def forward(
         self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, fertility: Tensor | None = None
@@ -285,22 +305,30 @@ class Seq2Seq(nn.Module):
         self, src: Tensor, src_lengths: Tensor, max_len: int, fertility: Tensor | None = None
     ) -> tuple[Tensor, Tensor]:
         """Greedy decoding: ``(tokens [B, <=max_len], attention [B, <=max_len, S])``; finished
-        sequences are padded with 0 after their ``<eos>``."""
+        sequences are padded with 0 after their ``<eos>``. Finished sequences leave the batch,
+        so the steps cost what the unfinished ones need."""
         source = self.encode(src, src_lengths, fertility)
-        batch = src.shape[0]
-        state = self.initial_state(batch, source.memory, src.shape[1])
+        batch, length = src.shape
+        state = self.initial_state(batch, source.memory, length)
         tokens = src.new_full((batch,), self.bos_id)
-        done = torch.zeros(batch, dtype=torch.bool, device=src.device)
-        outputs, attention = [], []
-        for _ in range(max_len):
-            log_probs, state, weights = self.decode_step(tokens, state, source)
-            tokens = log_probs.argmax(-1).masked_fill(done, 0)
-            outputs.append(tokens)
-            attention.append(weights)
-            done |= tokens == self.eos_id
-            if bool(done.all()):
-                break
-        return torch.stack(outputs, 1), torch.stack(attention, 1)
+        outputs = src.new_zeros(batch, max_len)
+        attention = source.memory.new_zeros(batch, max_len, length)
+        active = torch.arange(batch, device=src.device)  # the rows still decoding
+        steps = 0
+        for step in range(max_len):
+            logits, state, weights = self.decode_step(tokens, state, source)
+            tokens = logits.argmax(-1)
+            outputs[active, step] = tokens
+            attention[active, step] = weights
+            steps = step + 1
+            going = tokens != self.eos_id
+            if not bool(going.all()):
+                if not bool(going.any()):
+                    break
+                keep = going.nonzero().squeeze(1)
+                active, tokens = active[keep], tokens[keep]
+                state, source = state.select(keep), source.select(keep)
+        return outputs[:, :steps], attention[:, :steps]
 
     @torch.no_grad()
     def beam_search(
@@ -320,46 +348,72 @@ class Seq2Seq(nn.Module):
         fertility: Tensor | None = None,
     ) -> Beams:
         """The final hypotheses of a batched beam search (ranked by ``log p`` while searching),
-        to be ranked by :meth:`Beams.best` under any length / coverage penalty."""
+        to be ranked by :meth:`Beams.best` under any length / coverage penalty. A sentence
+        whose hypotheses have all ended leaves the batch."""
         source = self.encode(src, src_lengths, fertility)
-        batch = src.shape[0]
-        expand = torch.arange(batch, device=src.device).repeat_interleave(beam)
-        source = source.select(expand)
-        state = self.initial_state(batch * beam, source.memory, src.shape[1])
+        batch, length = src.shape
+        device = src.device
+        final = Beams(src.new_zeros(batch, beam, max_len), source.memory.new_zeros(batch, beam),
+                      source.memory.new_zeros(batch, beam),
+                      source.memory.new_ones(batch, beam, length))
+        active = torch.arange(batch, device=device)  # the sentences still searching
+        source = source.select(active.repeat_interleave(beam))
+        state = self.initial_state(batch * beam, source.memory, length)
         tokens = src.new_full((batch * beam,), self.bos_id)
         # Only the first hypothesis of each beam is live at the start.
-        scores = torch.full((batch, beam), -torch.inf, device=src.device)
+        scores = torch.full((batch, beam), -torch.inf, device=device)
         scores[:, 0] = 0
         scores = scores.view(-1)
-        finished = torch.zeros(batch * beam, dtype=torch.bool, device=src.device)
-        lengths = torch.zeros(batch * beam, device=src.device)
-        coverage = source.memory.new_zeros(batch * beam, src.shape[1])
+        finished = torch.zeros(batch * beam, dtype=torch.bool, device=device)
+        lengths = torch.zeros(batch * beam, device=device)
+        coverage = source.memory.new_zeros(batch * beam, length)
         history = src.new_zeros(batch * beam, 0)
-        for _ in range(max_len):
-            log_probs, state, weights = self.decode_step(tokens, state, source)
+        for step in range(max_len):
+            logits, state, weights = self.decode_step(tokens, state, source)
             coverage = coverage + weights * (~finished)[:, None]
-            vocab = log_probs.shape[-1]
-            # A finished hypothesis only extends with padding at no cost.
-            log_probs = torch.where(
-                finished[:, None], torch.full_like(log_probs, -torch.inf), log_probs
-            )
-            log_probs[:, 0] = torch.where(finished, 0.0, -torch.inf)
-            candidates = (scores[:, None] + log_probs).view(batch, beam * vocab)
-            top_scores, top = candidates.topk(beam, dim=-1)  # [B, beam]
-            offsets = torch.arange(batch, device=src.device)[:, None] * beam
-            origin = (top // vocab + offsets).view(-1)
-            tokens = (top % vocab).view(-1)
+            # The best continuations of each hypothesis are among its own top-``beam``
+            # tokens, so rank those [n, beam * beam] instead of all [n, beam * V]: a shift of
+            # the logits by the row's log-sum-exp turns them into log-probabilities.
+            normalizer = logits.logsumexp(-1, keepdim=True)
+            logits[:, 0] = -torch.inf  # padding is no output
+            row_top, row_tokens = logits.topk(beam, dim=-1)  # [n * beam, beam]
+            row_scores = row_top - normalizer + scores[:, None]
+            if bool(finished.any()):  # a finished hypothesis extends by padding, at no cost
+                stay = torch.full_like(row_top[0], -torch.inf)
+                stay[0] = 0
+                row_scores = torch.where(finished[:, None], scores[:, None] + stay, row_scores)
+                row_tokens = row_tokens.masked_fill(finished[:, None], 0)
+            n = len(active)
+            top_scores, top = row_scores.view(n, beam * beam).topk(beam, dim=-1)
+            origin = (top // beam + torch.arange(n, device=device)[:, None] * beam).view(-1)
+            tokens = row_tokens.view(n, beam * beam).gather(1, top).view(-1)
             scores = top_scores.view(-1)
-            state = state.select(origin)
             coverage = coverage[origin]
             history = torch.cat([history[origin], tokens[:, None]], dim=1)
             lengths = lengths[origin] + (~finished[origin]).float()
             finished = finished[origin] | (tokens == self.eos_id)
-            if bool(finished.all()):
-                break
-        return Beams(history.view(batch, beam, -1), scores.view(batch, beam),
-                     lengths.view(batch, beam),
-                     coverage.masked_fill(~source.mask, 1.0).view(batch, beam, -1))
+            done = finished.view(n, beam).all(-1)
+            if step + 1 == max_len:
+                done[:] = True
+            if bool(done.any()):  # store the finished sentences, search on with the others
+                rows = done.repeat_interleave(beam)
+                ids = active[done]
+                final.tokens[ids, :, : step + 1] = history[rows].view(-1, beam, step + 1)
+                final.log_prob[ids] = scores[rows].view(-1, beam)
+                final.length[ids] = lengths[rows].view(-1, beam)
+                final.coverage[ids] = coverage[rows].view(-1, beam, length)
+                if bool(done.all()):
+                    break
+                keep = (~rows).nonzero().squeeze(1)
+                origin, active = origin[keep], active[~done]
+                tokens, scores, finished = tokens[keep], scores[keep], finished[keep]
+                lengths, coverage, history = lengths[keep], coverage[keep], history[keep]
+                source = source.select(keep)
+            state = state.select(origin)
+        final.tokens = final.tokens[:, :, : step + 1]
+        final.coverage = final.coverage.masked_fill(~lengths_to_mask(src_lengths, length)[:, None],
+                                                    1.0)
+        return final
 
 
 @dataclass
