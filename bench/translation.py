@@ -6,9 +6,9 @@ Training step = teacher-forced label-smoothed loss, backward and an Adam update 
 token) for every transform; the transforms take turns batch by batch so that load on a shared
 machine hits all of them alike. The constrained transforms use a constant fertility of 2 and
 the exhaustion bonus 0.2. Decoding = greedy and beam-5 translation of the whole test2016 set
-(batches of 200, as configured) by the softmax model: a trained checkpoint when ``--checkpoint`` is given
-(outputs of realistic length), otherwise the untrained model, which runs every sentence to the
-length limit (2 S + 10) and so gives a lower bound.
+(batches of 200, as configured) by the softmax model: a trained checkpoint when
+``--checkpoint`` is given (outputs of realistic length), otherwise the untrained model, which
+runs every sentence to the length limit (2 S + 10) and so gives a lower bound.
 
     python -m bench.translation [--steps 40] [--threads 1] [--checkpoint best.ckpt]
 """
