@@ -196,3 +196,14 @@ def test_beam_search_scores_are_the_model_log_probabilities_and_beam_one_is_gree
         log_probs = logits.log_softmax(-1).gather(2, tokens[..., None])[..., 0]
         mask = torch.arange(tokens.shape[1])[None] < steps[:, None]
         torch.testing.assert_close((log_probs * mask).sum(1), found.log_prob[:, k])
+
+
+def test_tied_embeddings_share_one_matrix():
+    model = Seq2Seq(20, 20, embed_dim=8, hidden_dim=8, tie_embeddings=True)
+    assert model.generator.weight is model.tgt_embed.weight is model.encoder.embed.weight
+    assert sum(p.numel() for p in model.parameters()) == sum(
+        p.numel() for p in Seq2Seq(20, 20, embed_dim=8, hidden_dim=8).parameters()) - 2 * 160
+    separate_source = Seq2Seq(30, 20, embed_dim=8, hidden_dim=8, tie_embeddings=True)
+    assert separate_source.encoder.embed.weight is not separate_source.tgt_embed.weight
+    with pytest.raises(ValueError, match="embed_dim == hidden_dim"):
+        Seq2Seq(20, 20, embed_dim=8, hidden_dim=16, tie_embeddings=True)

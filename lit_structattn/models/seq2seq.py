@@ -143,6 +143,8 @@ class Seq2Seq(nn.Module):
             becomes ``h_t^T (W m_j + v beta_{t-1, j})`` with a learned ``v``; needs a
             single-query attention layer (``dot``/``general`` score, any transform).
         encoder_dim: the BiLSTM encoder's size per direction (``encoder="bilstm"``).
+        tie_embeddings: share the output layer's weights with the target embeddings (Press &
+            Wolf 2017) and, when the vocabularies are one, with the source embeddings.
         encoder_kwargs: passed to :class:`SourceEncoder` (``encoder``, ``source_attention``,
             ``parser_dim``).
         bos_id, eos_id: the target start and end symbols.
@@ -166,6 +168,7 @@ class Seq2Seq(nn.Module):
         exhaustion_bonus: float = 0.0,
         coverage_vector: bool = False,
         encoder_dim: int = 50,
+        tie_embeddings: bool = False,
         **encoder_kwargs,
     ) -> None:
         super().__init__()
@@ -183,6 +186,13 @@ class Seq2Seq(nn.Module):
         self.combine = nn.Linear(memory_dim + hidden_dim, hidden_dim, bias=False)
         self.dropout = nn.Dropout(dropout)
         self.generator = nn.Linear(hidden_dim, tgt_vocab)
+        if tie_embeddings:  # one matrix for the output layer and the target (and source) words
+            if embed_dim != hidden_dim:
+                raise ValueError(f"tie_embeddings needs embed_dim == hidden_dim, got {embed_dim} "
+                                 f"and {hidden_dim}")
+            self.generator.weight = self.tgt_embed.weight
+            if src_vocab == tgt_vocab:  # a joint vocabulary: the source words too
+                self.encoder.embed.weight = self.tgt_embed.weight
         self.bos_id, self.eos_id = bos_id, eos_id
         self.constrained = bool(getattr(self.attention, "constrained", False))
         if self.constrained and not sink:

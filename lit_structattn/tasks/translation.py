@@ -59,6 +59,8 @@ class TranslationTask(Task):
         fertility, sink, exhaustion_bonus, coverage_vector: constrained attention and
             COVVECTOR, see ``Seq2Seq``; ``sink`` must match the data's. Batches with a
             ``fertility`` tensor (GUIDED / PREDICTED) override the constant ``fertility``.
+        tie_embeddings: one matrix for the source and target embeddings and the output layer
+            (the vocabulary is joint).
         label_smoothing: of the training loss (the validation loss and perplexity are plain).
         lr: Adam's learning rate.
         max_decode_len: decoding stops after ``min(max_decode_len, 2 S + 10)`` tokens.
@@ -85,6 +87,7 @@ class TranslationTask(Task):
         sink: bool = False,
         exhaustion_bonus: float = 0.0,
         coverage_vector: bool = False,
+        tie_embeddings: bool = False,
         label_smoothing: float = 0.1,
         lr: float = 2e-3,
         max_decode_len: int = 100,
@@ -102,7 +105,7 @@ class TranslationTask(Task):
             vocab_size, vocab_size, embed_dim, hidden_dim, attention=attention, score=score,
             input_feed=input_feed, dropout=dropout, fertility=fertility, sink=sink,
             exhaustion_bonus=exhaustion_bonus, coverage_vector=coverage_vector,
-            encoder="bilstm", encoder_dim=encoder_dim,
+            encoder="bilstm", encoder_dim=encoder_dim, tie_embeddings=tie_embeddings,
         )
         self.nll = torch.nn.ModuleDict({split: MeanMetric() for split in ("val", "test")})
         self.penalty = {"alpha": alpha, "length_penalty": length_penalty,
