@@ -60,6 +60,7 @@ class Subwords:
         from sacremoses import MosesDetokenizer, MosesTokenizer
 
         self.model_file = Path(model_file)
+        self.src_lang, self.tgt_lang = src_lang, tgt_lang
         self.processor = sentencepiece.SentencePieceProcessor(model_file=str(model_file))
         self._tokenizers = {lang: MosesTokenizer(lang=lang) for lang in (src_lang, tgt_lang)}
         self._detokenizers = {lang: MosesDetokenizer(lang=lang) for lang in (src_lang, tgt_lang)}
@@ -390,6 +391,11 @@ class TranslationDataModule(SplitDataModule):
                       + list(zip(sources, hyps, strict=True)), h.aligner_iterations)
         n = len(sources)
         return links[len(train) : len(train) + n], links[len(train) + n :]
+
+    @property
+    def vocab(self) -> Subwords | None:
+        """The subword model after :meth:`setup` (what figure callbacks receive as vocabulary)."""
+        return self.subwords
 
     def detokenize(self, ids: Sequence[int] | torch.Tensor) -> str:
         """Target-language text of a model output or a ``tgt_out`` row."""

@@ -14,11 +14,13 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "notebooks" / "attention_gallery.ipynb"
 
 
-def test_attention_gallery_runs(monkeypatch):
+def test_attention_gallery_runs(monkeypatch, tmp_path):
     # The kernel inherits this process's environment: a tiny budget, one thread.
     monkeypatch.setenv("GALLERY_TRAIN_PER_DEPTH", "20")
     monkeypatch.setenv("GALLERY_EPOCHS", "1")
     monkeypatch.setenv("GALLERY_TAGGER_BATCHES", "5")
+    monkeypatch.setenv("GALLERY_NMT_BATCHES", "3")
+    monkeypatch.setenv("GALLERY_NMT_RUNS", str(tmp_path))  # no checkpoints: trains briefly
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     assert not any(cell.get("outputs") for cell in notebook.cells if cell.cell_type == "code"), (
@@ -35,6 +37,7 @@ def test_attention_gallery_runs(monkeypatch):
     assert images, "no cell produced a figure"
     from datamodules.files import data_root
 
-    if (data_root() / "ud_english_ewt").is_dir():  # section 4 draws a raindrop plot
-        last = notebook.cells[-1].outputs
-        assert any("image/png" in out.get("data", {}) for out in last)
+    for folder, cell in (("ud_english_ewt", -3), ("multi30k_en_de", -1)):
+        if (data_root() / folder).is_dir():  # section 4: a raindrop plot; 5: two heatmaps
+            outputs = notebook.cells[cell].outputs
+            assert any("image/png" in out.get("data", {}) for out in outputs)

@@ -270,8 +270,9 @@ class TranslationTask(Task):
     def attention_figures(self, batch: dict[str, torch.Tensor], vocab, limit: int) -> list:
         """Target x source attention of greedy decoding for the first ``limit`` examples
         (subword labels; white = exactly zero; repeated output subwords in red), for
-        :class:`~lit_structattn.callbacks.AttentionFigures`."""
-        subwords = self.trainer.datamodule.subwords
+        :class:`~lit_structattn.callbacks.AttentionFigures`; ``vocab``: the data's
+        :class:`~datamodules.translation.Subwords`."""
+        subwords = vocab
         records = self._records({k: v[:limit] for k, v in batch.items()}, subwords)
         return [(f"attention/example_{b}", AttentionMap(
             f"{self.hparams.attention} attention (greedy)", torch.tensor(r["attention"]),
@@ -289,7 +290,7 @@ class TranslationTask(Task):
             records.append({
                 "source_pieces": subwords.pieces(batch["src"][b, :length].tolist()),
                 "output_pieces": output,
-                "translation": subwords.decode(ids, self.trainer.datamodule.hparams.tgt_lang),
+                "translation": subwords.decode(ids, subwords.tgt_lang),
                 "attention": attention[b, : len(output), :length].tolist(),
             })
         return records
