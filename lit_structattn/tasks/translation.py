@@ -52,7 +52,8 @@ class TranslationTask(Task):
     """An attentional BiLSTM-LSTM translation model trained with teacher forcing.
 
     Args:
-        vocab_size: the joint subword vocabulary (at least the data's ``bpe_size``).
+        vocab_size: the size of the data's joint subword vocabulary (its ``bpe_size``, unless
+            sentencepiece stopped short on a small corpus; checked against the data).
         embed_dim, hidden_dim, encoder_dim, attention, score, input_feed, dropout: see
             :class:`~lit_structattn.models.seq2seq.Seq2Seq` (the encoder is a BiLSTM of
             ``encoder_dim`` per direction).
@@ -118,7 +119,7 @@ class TranslationTask(Task):
     def setup(self, stage: str) -> None:
         data = getattr(self.trainer, "datamodule", None)
         subwords = getattr(data, "subwords", None)
-        if subwords is not None and len(subwords) > self.hparams.vocab_size:
+        if subwords is not None and len(subwords) != self.hparams.vocab_size:
             raise ValueError(
                 f"model.vocab_size={self.hparams.vocab_size} but the data's BPE model has "
                 f"{len(subwords)} subwords; set --model.init_args.vocab_size {len(subwords)}"
