@@ -28,6 +28,7 @@ bench: install  ## speed against the peers; writes reports/bench_*.md
 	$(PYTHON) -m bench.structured
 	$(PYTHON) -m bench.tree_transduction
 	$(PYTHON) -m bench.easy_first
+	$(PYTHON) -m bench.translation
 
 lint: install
 	ruff check .
