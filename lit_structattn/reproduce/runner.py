@@ -156,7 +156,12 @@ def render(
             paper = row.paper.get(key)
             cells.append(ours if paper is None else f"{ours} (paper {paper:.1f})")
         wall = statistics.mean(r["wall_seconds"] for r in runs) / 60
-        lines.append(f"| {row.name} | " + " | ".join(cells) + f" | {len(runs)} | {wall:.1f} min |")
+        resumed = "*" if any("resumed_from" in r for r in runs) else ""
+        lines.append(f"| {row.name} | " + " | ".join(cells)
+                     + f" | {len(runs)} | {wall:.1f} min{resumed} |")
+    if any("resumed_from" in r for runs in results.values() for r in runs):
+        lines += ["", "\\* a run of this row was interrupted and resumed from its last "
+                  "checkpoint: its wall time counts only the part after the resumption."]
     return "\n".join([*lines, "", *_notes(table, results)]).rstrip("\n") + "\n"
 
 
