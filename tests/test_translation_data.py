@@ -35,6 +35,11 @@ def test_generated_corpus_batches_and_round_trip(tmp_path, gz):
     batch = next(iter(dm.train_dataloader()))
     rows = len(batch["src"])
     assert rows == 16 and batch["tgt_in"].shape == batch["tgt_out"].shape
+    assert len(next(iter(dm.val_dataloader()))["src"]) == 16
+    wide = ready_module(corpus, tmp_path / "cache", eval_batch_size=25)
+    assert [len(b["src"]) for b in wide.test_dataloader()] == [25, 15]
+    assert len(next(iter(wide.train_dataloader()))["src"]) == 16
+    assert wide.vocab is wide.subwords
     assert (batch["tgt_in"][:, 0] == BOS_ID).all()
     ends = batch["tgt_lengths"] - 1
     assert (batch["tgt_out"][torch.arange(rows), ends] == EOS_ID).all()
