@@ -39,6 +39,7 @@ from .alignment import Links, align
 from .batching import bucketed_loader, seq2seq_batch
 from .fertility import guided_fertility_table, lookup_fertilities
 from .files import MalformedLine, data_root, open_text
+from .hub import load_hub_dataset
 from .splits import SplitDataModule
 
 PAD_ID, BOS_ID, EOS_ID, UNK_ID, SINK_ID = 0, 1, 2, 3, 4  # <sink>: a user-defined piece
@@ -179,7 +180,11 @@ class TranslationDataModule(SplitDataModule):
     """A parallel corpus as subword batches (see the module docstring).
 
     Args:
-        data_dir: the corpus folder; default ``<data_root>/multi30k_en_de``.
+        data_dir: the corpus folder; default ``<data_root>/multi30k_en_de`` (unless
+            ``hub_name`` is given).
+        hub_name, hub_config: a Hugging Face translation dataset (e.g. ``"iwslt2017"``,
+            ``"iwslt2017-de-en"``; rows with a ``translation`` dict or one column per language;
+            splits train / validation / test), used only when ``data_dir`` is None.
         src_lang, tgt_lang: the translation direction (file suffixes and Moses languages).
         prefixes: file prefixes of the train, val and test splits.
         bpe_size: the joint BPE vocabulary size (sentencepiece may stop short on tiny corpora).
@@ -204,6 +209,8 @@ class TranslationDataModule(SplitDataModule):
     def __init__(
         self,
         data_dir: str | None = None,
+        hub_name: str | None = None,
+        hub_config: str | None = None,
         src_lang: str = "de",
         tgt_lang: str = "en",
         prefixes: tuple[str, str, str] = ("train", "val", "test_2016_flickr"),
@@ -262,17 +269,32 @@ class TranslationDataModule(SplitDataModule):
             found.append(existing[0])
         return found[0], found[1]
 
+    def _read(self, split: str) -> list[tuple[str, str]]:
+        """The ``(source, target)`` text pairs of ``split``, from the files or the hub."""
+        h = self.hparams
+        if h.data_dir is not None or h.hub_name is None:
+            return read_parallel(*self.split_files(split))
+        name = {"train": "train", "val": "validation", "test": "test"}[split]
+        rows = load_hub_dataset(h.hub_name, h.hub_config, name,
+                                "data_dir=<folder with line-aligned files>")
+        pairs = []
+        for row in rows:
+            languages = row.get("translation", row)
+            pairs.append((languages[h.src_lang].strip(), languages[h.tgt_lang].strip()))
+        return [(s, t) for s, t in pairs if s and t]
+
     def _cache_dir(self) -> Path:
         if self.hparams.cache_dir is not None:
             return Path(self.hparams.cache_dir).expanduser()
         return Path.home() / ".cache" / "structattn"
 
     def _bpe_model(self, train_pairs: Sequence[tuple[str, str]]) -> Subwords:
-        """The corpus's BPE model, trained on the Moses-tokenized training text if not cached."""
+        """The corpus's BPE model, trained on the Moses-tokenized training text if not cached
+        (keyed by a hash of that text, the languages and the size)."""
         h = self.hparams
         digest = hashlib.sha256()
-        for path in self.split_files("train"):
-            digest.update(path.read_bytes())
+        for src, tgt in train_pairs:
+            digest.update(f"{src}\t{tgt}\n".encode())
         digest.update(f"{h.src_lang}-{h.tgt_lang}-{h.bpe_size}-sink".encode())
         folder = self._cache_dir()
         folder.mkdir(parents=True, exist_ok=True)
@@ -295,7 +317,7 @@ class TranslationDataModule(SplitDataModule):
         if self.datasets:
             return
         h = self.hparams
-        pairs = {split: read_parallel(*self.split_files(split)) for split in SPLITS}
+        pairs = {split: self._read(split) for split in SPLITS}
         self.subwords = self._bpe_model(pairs["train"])
         encoded = {}
         for split in SPLITS:

@@ -23,8 +23,8 @@ from datamodules.files import (
     open_text,
     require_files,
 )
+from datamodules.hub import HubUnavailableError
 from datamodules.tagging import (
-    HubUnavailableError,
     TaggedSentence,
     Vocab,
     affixes,

@@ -187,3 +187,18 @@ def test_multi30k_splits_and_detokenization(tmp_path):
     same = sum(dm.detokenize(t) == en for (_, t, _, _), (_, en) in zip(test.items, test.pairs,
                                                                      strict=True))
     assert same >= 0.99 * len(test)  # Moses detokenization restores almost every reference
+
+
+def test_hub_rows_become_pairs(monkeypatch, tmp_path):
+    """Both hub layouts (a ``translation`` dict, one column per language) give text pairs."""
+    rows = {"train": [{"translation": {"de": f"Der Hund {i} läuft.", "en": f"The dog {i} runs."}}
+                      for i in range(30)],
+            "validation": [{"de": "Die Katze schläft.", "en": "The cat sleeps."}],
+            "test": [{"de": " Ein Kind. ", "en": "A child."}, {"de": "", "en": "x"}]}
+    monkeypatch.setattr("datamodules.translation.load_hub_dataset",
+                        lambda name, config, split, hint: rows[split])
+    dm = TranslationDataModule(hub_name="some/corpus", bpe_size=40, cache_dir=str(tmp_path))
+    dm.setup()
+    assert dm.datasets["test"].pairs == [("Ein Kind.", "A child.")]
+    assert dm.datasets["val"].pairs == [("Die Katze schläft.", "The cat sleeps.")]
+    assert len(dm.datasets["train"]) == 30 and len(list(tmp_path.glob("*.model"))) == 1
