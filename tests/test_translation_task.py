@@ -59,7 +59,7 @@ def cli_for(args: list[str]):
 def test_fit_and_test_report_every_metric(corpus, tmp_path, row):
     cli = cli_for(tiny(corpus, tmp_path, row, "--trainer.max_epochs", "2"))
     cli.trainer.fit(cli.model, datamodule=cli.datamodule)
-    assert {"val/bleu", "val/ppl", "val/loss"} <= set(cli.trainer.callback_metrics)
+    assert {"val/bleu", "val/chrf", "val/ppl", "val/loss"} <= set(cli.trainer.callback_metrics)
     (metrics,) = cli.trainer.test(cli.model, datamodule=cli.datamodule, ckpt_path="best",
                                   verbose=False)
     assert set(metrics) == {"test/bleu", "test/chrf", "test/rep", "test/drop", "test/ppl"}
@@ -144,3 +144,36 @@ def test_repeated_output_words_are_highlighted():
 def test_unknown_attention_lists_the_valid_ones():
     with pytest.raises(ValueError, match="valid:.*csparsemax"):
         TranslationTask(attention="entmax")
+
+
+@pytest.mark.slow
+def test_ddp_validation_scores_the_whole_split_once(corpus, tmp_path):
+    """Under DDP (2 CPU processes) each process decodes half of the validation sentences (the
+    sampler pads the shorter half with a repeat); the gathered scores must be exactly those of
+    one process decoding them all with the same weights (chrF: the BLEU of a barely trained
+    model is 0 on any subset)."""
+    import subprocess
+    import sys
+
+    odd = tmp_path / "odd"  # 41 validation sentences: the halves differ, one is padded
+    odd.mkdir()
+    write_corpus(odd / "corpus", pairs_per_split=(300, 41, 40))
+    args = tiny(odd, tmp_path, "softmax", "--trainer.max_epochs", "1",
+                "--trainer.limit_train_batches", "4", "--trainer.devices", "2",
+                "--trainer.strategy", "ddp", "--trainer.callbacks", "[]",
+                "--trainer.enable_checkpointing", "true",
+                "--trainer.logger", "lightning.pytorch.loggers.CSVLogger",
+                "--trainer.logger.save_dir", str(tmp_path))
+    run = subprocess.run([sys.executable, "-m", "lit_structattn.cli", "fit", *args],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    (metrics,) = tmp_path.rglob("metrics.csv")
+    rows = [line.split(",") for line in metrics.read_text().splitlines()]
+    column = rows[0].index("val/chrf")
+    ddp_chrf = float(next(r[column] for r in rows[1:] if r[column]))
+    (checkpoint,) = tmp_path.rglob("*.ckpt")
+    single = cli_for(tiny(odd, tmp_path / "single", "softmax", "--trainer.logger", "false",
+                          "--trainer.callbacks", "[]"))
+    (validated,) = single.trainer.validate(single.model, datamodule=single.datamodule,
+                                           ckpt_path=str(checkpoint), verbose=False)
+    assert validated["val/chrf"] == pytest.approx(ddp_chrf, abs=1e-4) and ddp_chrf > 1

@@ -2,8 +2,8 @@
 :class:`~lit_structattn.models.seq2seq.Seq2Seq`, on the batches of
 :class:`~datamodules.translation.TranslationDataModule`.
 
-Logs ``train/loss`` (label-smoothed), ``val/loss``, ``val/ppl`` and ``val/bleu`` (greedy
-decoding, every validation), and at test time (beam search) ``test/bleu``, ``test/chrf``,
+Logs ``train/loss`` (label-smoothed), ``val/loss``, ``val/ppl``, ``val/bleu`` and ``val/chrf``
+(greedy decoding, every validation), and at test time (beam search) ``test/bleu``, ``test/chrf``,
 ``test/rep``, ``test/drop`` and ``test/ppl``. The sacreBLEU signatures and, with
 ``penalty_grid``, the COVPENALTY weights chosen on the validation set are kept in
 ``report_notes`` (the reproduction runner prints them under its table) and written with the
@@ -191,8 +191,9 @@ class TranslationTask(Task):
         self.log_dict({"val/loss": nll, "val/ppl": math.exp(min(nll, 50.0))})
         indices, hypotheses = self._decoded()
         references = self.trainer.datamodule.references("val")
-        self.log("val/bleu", bleu_chrf(hypotheses, [references[i] for i in indices])["bleu"],
-                 prog_bar=True)
+        scores = bleu_chrf(hypotheses, [references[i] for i in indices])
+        self.log("val/bleu", scores["bleu"], prog_bar=True)
+        self.log("val/chrf", scores["chrf"])
 
     # ---- test ---------------------------------------------------------------------------
 
