@@ -71,7 +71,7 @@ def decoder_step_times(
         torch.manual_seed(0)
         model = Seq2Seq(vocab, vocab, embed_dim=dim, hidden_dim=dim, attention=attention,
                         input_feed=True, num_layers=2)  # the source memory is given below
-        state = model.initial_state(batch, memory)
+        state = model.initial_state(EncodedSource(memory, mask))
 
         def run() -> None:
             source = EncodedSource(memory.detach().requires_grad_(), mask)

@@ -207,3 +207,4 @@ def test_tied_embeddings_share_one_matrix():
     assert separate_source.encoder.embed.weight is not separate_source.tgt_embed.weight
     with pytest.raises(ValueError, match="embed_dim == hidden_dim"):
         Seq2Seq(20, 20, embed_dim=8, hidden_dim=16, tie_embeddings=True)
+

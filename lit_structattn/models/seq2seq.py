@@ -225,10 +225,15 @@ class Seq2Seq(nn.Module):
             fertility = fertility.masked_fill(sink, unbounded)
         return replace(source, fertility=fertility, bonus_mask=mask & ~sink)
 
-    def initial_state(self, batch: int, like: Tensor, source_length: int = 0) -> DecoderState:
-        zeros = like.new_zeros(self.num_layers, batch, self.hidden_dim)
-        coverage = like.new_zeros(batch, source_length) if self.tracks_coverage else None
-        return DecoderState(zeros, zeros.clone(), like.new_zeros(batch, self.hidden_dim), coverage)
+    def initial_state(self, source: EncodedSource) -> DecoderState:
+        """The decoder state before the first step for (possibly beam-expanded) ``source``:
+        zero LSTM states and input feed, no coverage yet."""
+        memory = source.memory
+        batch, length, _ = memory.shape
+        zeros = memory.new_zeros(self.num_layers, batch, self.hidden_dim)
+        coverage = memory.new_zeros(batch, length) if self.tracks_coverage else None
+        return DecoderState(zeros, zeros.clone(), memory.new_zeros(batch, self.hidden_dim),
+                            coverage)
 
     def _attend(
         self, queries: Tensor, source: EncodedSource, coverage: Tensor | None = None
@@ -298,11 +303,11 @@ class Seq2Seq(nn.Module):
         ``fertility [B, S]``: per-token fertilities for constrained attention (optional)."""
         source = self.encode(src, src_lengths, fertility)
         inputs = self.tgt_embed(tgt_in)
+        state = self.initial_state(source)
         if not (self.input_feed or self.tracks_coverage):  # all steps in one LSTM call
-            outputs, _ = self.rnn(inputs)
+            outputs, _ = self.rnn(inputs, (state.h, state.c))
             combined, weights = self._attend(outputs, source)
             return self.generator(combined), weights, source
-        state = self.initial_state(src.shape[0], inputs, src.shape[1])
         steps, attention = [], []
         for t in range(tgt_in.shape[1]):
             combined, state, weights = self._step(inputs[:, t], state, source)
@@ -319,7 +324,7 @@ class Seq2Seq(nn.Module):
         so the steps cost what the unfinished ones need."""
         source = self.encode(src, src_lengths, fertility)
         batch, length = src.shape
-        state = self.initial_state(batch, source.memory, length)
+        state = self.initial_state(source)
         tokens = src.new_full((batch,), self.bos_id)
         outputs = src.new_zeros(batch, max_len)
         attention = source.memory.new_zeros(batch, max_len, length)
@@ -368,7 +373,7 @@ class Seq2Seq(nn.Module):
                       source.memory.new_ones(batch, beam, length))
         active = torch.arange(batch, device=device)  # the sentences still searching
         source = source.select(active.repeat_interleave(beam))
-        state = self.initial_state(batch * beam, source.memory, length)
+        state = self.initial_state(source)
         tokens = src.new_full((batch * beam,), self.bos_id)
         # Only the first hypothesis of each beam is live at the start.
         scores = torch.full((batch, beam), -torch.inf, device=device)
