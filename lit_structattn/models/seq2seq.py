@@ -4,7 +4,9 @@ Encoder: symbol embeddings, optionally enriched by intra-source syntactic attent
 (``[x_j; c_j]`` with ``c_j`` the soft parent, Kim et al. 2017 §4.1) and/or a (Bi)LSTM.
 Decoder: an LSTM whose state ``h_t`` queries the source through the chosen attention layer;
 ``h~_t = tanh(U [c_t; h_t])`` and ``p(y_{t+1}) = softmax(V h~_t + b)``; with input feeding,
-``h~_{t-1}`` is concatenated to the next input. Decoding: greedy or batched beam search with
+``h~_{t-1}`` is concatenated to the next input. Joint attention outputs (Shankar et al. 2018,
+``full_joint`` / ``beam_joint``) replace that softmax by the attention-weighted mixture of the
+softmaxes of ``tanh(U [m_a; h_t])`` over the source positions (input feeding keeps ``h~_t``). Decoding: greedy or batched beam search with
 length normalization.
 
 Constrained attention (``csoftmax``/``csparsemax``, Malaviya et al. 2018): the decoder keeps the
@@ -27,6 +29,7 @@ from ..structured.registry import build_attention
 from ..structured.syntactic import SyntacticAttention
 
 SOURCE_ATTENTION = ("none", "simple", "structured")
+OUTPUTS = ("soft", "full_joint", "beam_joint")
 ENCODERS = ("embedding", "bilstm")
 
 
@@ -145,6 +148,10 @@ class Seq2Seq(nn.Module):
         encoder_dim: the BiLSTM encoder's size per direction (``encoder="bilstm"``).
         tie_embeddings: share the output layer's weights with the target embeddings (Press &
             Wolf 2017) and, when the vocabularies are one, with the source embeddings.
+        output: ``soft`` (Luong et al.), ``full_joint`` or ``beam_joint`` (Shankar et al. 2018;
+            see :meth:`_predict`). Full-joint materializes ``[B, T, S, V]``: for small
+            vocabularies (characters, morphology).
+        joint_k: the attention positions beam-joint keeps; may be set differently for decoding.
         encoder_kwargs: passed to :class:`SourceEncoder` (``encoder``, ``source_attention``,
             ``parser_dim``).
         bos_id, eos_id: the target start and end symbols.
@@ -169,6 +176,8 @@ class Seq2Seq(nn.Module):
         coverage_vector: bool = False,
         encoder_dim: int = 50,
         tie_embeddings: bool = False,
+        output: str = "soft",
+        joint_k: int = 6,
         **encoder_kwargs,
     ) -> None:
         super().__init__()
@@ -205,6 +214,13 @@ class Seq2Seq(nn.Module):
             raise ValueError(f"coverage_vector needs a transform attention, not {attention!r}")
         self.coverage_weight = nn.Parameter(torch.zeros(hidden_dim)) if coverage_vector else None
         self.tracks_coverage = self.constrained or coverage_vector
+        if output not in OUTPUTS:
+            raise ValueError(f"unknown output {output!r}; valid: {', '.join(OUTPUTS)}")
+        if output != "soft" and not isinstance(self.attention, Attention):
+            raise ValueError(f"{output} needs a transform attention, not {attention!r}")
+        if joint_k < 1:
+            raise ValueError(f"joint_k must be >= 1, got {joint_k}")
+        self.output, self.joint_k = output, joint_k  # joint_k may be changed for decoding
 
     def encode(
         self, src: Tensor, src_lengths: Tensor, fertility: Tensor | None = None
@@ -289,31 +305,69 @@ class Seq2Seq(nn.Module):
             cs.append(cell)
         return x, torch.stack(hs), torch.stack(cs)
 
+    def _predict(
+        self, combined: Tensor, queries: Tensor, weights: Tensor, source: EncodedSource
+    ) -> Tensor:
+        """Output scores ``[B, T, V]`` (their log-softmax is ``log p(y_t)``) from the soft
+        attentional outputs ``combined [B, T, H]``, the decoder states ``queries [B, T, H]`` and
+        the attention ``weights [B, T, S]``.
+
+        ``soft``: ``V h~_t``. Joint attention (Shankar et al. 2018): ``log sum_a P_t(a) P_t(y |
+        x_a)`` with ``P_t(y | x_a) = softmax(V tanh(U [m_a; h_t]))``, the soft layer with the
+        memory of one position in place of the context, over every position (``full_joint``)
+        or the ``joint_k`` most attended ones (``beam_joint``; their weights renormalized over
+        the kept mass, which is what the authors' cross-entropy on ``log q`` amounts to, so that
+        every step gives a distribution and beam search compares like with like).
+        """
+        if self.output == "soft":
+            return self.generator(combined)
+        memory = source.memory  # [B, S, M]
+        if self.output == "beam_joint" and self.joint_k < weights.shape[-1]:
+            kept, positions = weights.topk(self.joint_k, dim=-1)  # [B, T, K]
+            batch, steps, k = positions.shape
+            rows = torch.arange(batch, device=memory.device)[:, None, None]
+            memory = memory[rows, positions]  # [B, T, K, M]
+        else:
+            kept = weights
+            memory = memory[:, None].expand(-1, weights.shape[1], -1, -1)
+        width = memory.shape[-1]
+        projected = (nn.functional.linear(memory, self.combine.weight[:, :width])
+                     + nn.functional.linear(queries, self.combine.weight[:, width:])[:, :, None])
+        log_p = self.generator(self.dropout(torch.tanh(projected))).log_softmax(-1)
+        log_prior = kept.clamp_min(1e-30).log() - kept.sum(-1, keepdim=True).log()
+        return torch.logsumexp(log_prior[..., None] + log_p, dim=2)
+
     def decode_step(
         self, tokens: Tensor, state: DecoderState, source: EncodedSource
     ) -> tuple[Tensor, DecoderState, Tensor]:
-        """One step: ``tokens [N]`` -> ``(logits [N, V], new state, attention [N, S])``."""
+        """One step: ``tokens [N]`` -> ``(scores [N, V], new state, attention [N, S])``;
+        ``log_softmax(scores)`` is the step's ``log p(y)``."""
         combined, state, weights = self._step(self.tgt_embed(tokens), state, source)
-        return self.generator(combined), state, weights
+        scores = self._predict(combined[:, None], state.h[-1][:, None], weights[:, None], source)
+        return scores[:, 0], state, weights
 
     def forward(
         self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, fertility: Tensor | None = None
     ) -> tuple[Tensor, Tensor, EncodedSource]:
-        """Teacher forcing: ``(logits [B, T, V], attention [B, T, S], encoded source)``;
+        """Teacher forcing: ``(scores [B, T, V], attention [B, T, S], encoded source)`` with
+        ``log_softmax(scores)`` the model's ``log p(y_t)`` (see :meth:`_predict`);
         ``fertility [B, S]``: per-token fertilities for constrained attention (optional)."""
         source = self.encode(src, src_lengths, fertility)
         inputs = self.tgt_embed(tgt_in)
         state = self.initial_state(source)
         if not (self.input_feed or self.tracks_coverage):  # all steps in one LSTM call
-            outputs, _ = self.rnn(inputs, (state.h, state.c))
-            combined, weights = self._attend(outputs, source)
-            return self.generator(combined), weights, source
-        steps, attention = [], []
+            queries, _ = self.rnn(inputs, (state.h, state.c))
+            combined, weights = self._attend(queries, source)
+            return self._predict(combined, queries, weights, source), weights, source
+        steps, tops, attention = [], [], []
         for t in range(tgt_in.shape[1]):
             combined, state, weights = self._step(inputs[:, t], state, source)
             steps.append(combined)
+            tops.append(state.h[-1])
             attention.append(weights)
-        return self.generator(torch.stack(steps, 1)), torch.stack(attention, 1), source
+        weights = torch.stack(attention, 1)
+        scores = self._predict(torch.stack(steps, 1), torch.stack(tops, 1), weights, source)
+        return scores, weights, source
 
     @torch.no_grad()
     def greedy(
