@@ -6,8 +6,9 @@ Decoder: an LSTM whose state ``h_t`` queries the source through the chosen atten
 ``h~_t = tanh(U [c_t; h_t])`` and ``p(y_{t+1}) = softmax(V h~_t + b)``; with input feeding,
 ``h~_{t-1}`` is concatenated to the next input. Joint attention outputs (Shankar et al. 2018,
 ``full_joint`` / ``beam_joint``) replace that softmax by the attention-weighted mixture of the
-softmaxes of ``tanh(U [m_a; h_t])`` over the source positions (input feeding keeps ``h~_t``). Decoding: greedy or batched beam search with
-length normalization.
+softmaxes of ``tanh(U [m_a; h_t])`` over the source positions (input feeding keeps ``h~_t``).
+Decoding: greedy or batched beam search, finished sentences leaving the batch, with length
+normalization or the GNMT length and coverage penalties.
 
 Constrained attention (``csoftmax``/``csparsemax``, Malaviya et al. 2018): the decoder keeps the
 cumulative attention ``beta`` of every source word and bounds step ``t`` by
