@@ -1,0 +1,171 @@
+"""Morphological inflection (Durrett & DeNero 2013; Shankar et al. 2018, §4): generate the
+inflected form of a German noun or verb from its lemma and feature bundle, character by
+character, with splits by lemma as shipped in ``../shared/data/wiktionary_morphology_de``.
+
+Files: ``inflections_de_{noun,verb}.csv`` (``inflected_form,lemma,feature_bundle`` per line,
+bundles like ``case=genitive:number=singular``) and ``base_forms_de_{noun,verb}_{train,dev,
+test}.txt`` (one lemma per line). Source = the bundle's ``attr=value`` symbols followed by the
+lemma's characters; target = the inflected form's characters.
+
+Batches (the encoder-decoder layout, padding id 0)::
+
+    src [B, S], src_lengths [B], tgt_in [B, T], tgt_out [B, T], tgt_lengths [B], index [B]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from .batching import bucketed_loader, seq2seq_batch
+from .files import MalformedLine, data_root, open_text
+from .splits import SplitDataModule
+
+POS = ("noun", "verb")
+SPLIT_FILES = {"train": "train", "val": "dev", "test": "test"}
+
+
+class SymbolVocab:
+    """Characters and feature symbols <-> ids: ``<pad>`` 0, ``<bos>`` 1, ``<eos>`` 2,
+    ``<unk>`` 3, then ``symbols`` in order (duplicates ignored)."""
+
+    SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
+    PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
+
+    def __init__(self, symbols: Iterable[str]) -> None:
+        self.tokens = list(self.SPECIALS)
+        self.index = {token: i for i, token in enumerate(self.tokens)}
+        for symbol in symbols:
+            if symbol not in self.index:
+                self.index[symbol] = len(self.tokens)
+                self.tokens.append(symbol)
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def encode(self, symbols: Iterable[str]) -> list[int]:
+        """Ids of ``symbols`` (unknown ones -> ``<unk>``)."""
+        return [self.index.get(symbol, self.UNK_ID) for symbol in symbols]
+
+    def decode(self, ids: Iterable[int] | torch.Tensor) -> list[str]:
+        """Symbols of ``ids`` up to the first ``<eos>``, without padding and ``<bos>``."""
+        symbols = []
+        for i in ids.tolist() if isinstance(ids, torch.Tensor) else ids:
+            if i == self.EOS_ID:
+                break
+            if i not in (self.PAD_ID, self.BOS_ID):
+                symbols.append(self.tokens[i])
+        return symbols
+
+
+def read_inflections(path: Path) -> list[tuple[str, str, str]]:
+    """``(inflected form, lemma, feature bundle)`` per line of an inflection CSV.
+
+    Raises:
+        MalformedLine: a line without exactly three non-empty comma-separated fields.
+    """
+    rows = []
+    with open_text(path) as lines:
+        for number, line in enumerate(lines, start=1):
+            fields = line.rstrip("\n").split(",")
+            if len(fields) != 3 or not all(fields):
+                raise MalformedLine(path, number, "expected inflected_form,lemma,feature_bundle")
+            rows.append((fields[0], fields[1], fields[2]))
+    return rows
+
+
+def source_symbols(lemma: str, bundle: str) -> list[str]:
+    """The model's input: the bundle's ``attr=value`` symbols, then the lemma's characters."""
+    return [*bundle.split(":"), *lemma]
+
+
+class InflectionDataset(Dataset):
+    """Encoded examples of one split: item ``i`` is ``(src ids, tgt ids, i)``; ``examples``
+    keeps ``(form, lemma, bundle)``."""
+
+    def __init__(self, examples: Sequence[tuple[str, str, str]], vocab: SymbolVocab) -> None:
+        self.examples = list(examples)
+        self.items = [(vocab.encode(source_symbols(lemma, bundle)), vocab.encode(form), i)
+                      for i, (form, lemma, bundle) in enumerate(self.examples)]
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, index: int) -> tuple[list[int], list[int], int]:
+        return self.items[index]
+
+    @property
+    def lengths(self) -> list[int]:
+        return [len(src) for src, _, _ in self.items]
+
+
+def collate_inflections(items: Sequence[tuple[list[int], list[int], int]]
+                        ) -> dict[str, torch.Tensor]:
+    """Pad dataset items into a batch (see the module docstring)."""
+    src, tgt, index = zip(*items, strict=True)
+    return seq2seq_batch(src, tgt, SymbolVocab.BOS_ID, SymbolVocab.EOS_ID, index=index)
+
+
+class InflectionDataModule(SplitDataModule):
+    """German noun or verb inflection as character batches.
+
+    Args:
+        data_dir: the folder of the Wiktionary files; default
+            ``<data_root>/wiktionary_morphology_de``.
+        pos: ``noun`` (de-N) or ``verb`` (de-V).
+        batch_size, bucket_batches, num_workers, seed: as for the other DataModules.
+
+    After :meth:`setup`: ``vocab`` (from the training split) and ``datasets``.
+    """
+
+    def __init__(
+        self, data_dir: str | None = None, pos: str = "noun", batch_size: int = 20,
+        bucket_batches: int = 50, num_workers: int = 0, seed: int = 0,
+    ) -> None:
+        super().__init__()
+        if pos not in POS:
+            raise ValueError(f"unknown pos {pos!r}; valid: {', '.join(POS)}")
+        self.save_hyperparameters()
+        self.vocab: SymbolVocab | None = None
+        self.datasets: dict[str, InflectionDataset] = {}
+
+    def folder(self) -> Path:
+        data_dir = self.hparams.data_dir
+        return Path(data_dir).expanduser() if data_dir else data_root() / "wiktionary_morphology_de"
+
+    def _lemmas(self, split: str) -> set[str]:
+        path = self.folder() / f"base_forms_de_{self.hparams.pos}_{SPLIT_FILES[split]}.txt"
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} is missing: expected the Wiktionary morphology 1.1 "
+                                    "files (inflections_de_*.csv, base_forms_de_*_*.txt)")
+        with open_text(path) as lines:
+            return {line.strip() for line in lines if line.strip()}
+
+    def setup(self, stage: str | None = None) -> None:
+        """Read the inflection table and split it by lemma (once; later calls no-op)."""
+        if self.datasets:
+            return
+        table = self.folder() / f"inflections_de_{self.hparams.pos}.csv"
+        if not table.is_file():
+            raise FileNotFoundError(f"{table} is missing: expected the Wiktionary morphology "
+                                    "1.1 files (inflections_de_*.csv, base_forms_de_*_*.txt)")
+        rows = read_inflections(table)
+        splits = {split: [row for row in rows if row[1] in lemmas]
+                  for split, lemmas in ((s, self._lemmas(s)) for s in SPLIT_FILES)}
+        self.vocab = SymbolVocab(symbol for form, lemma, bundle in splits["train"]
+                                 for symbol in (*source_symbols(lemma, bundle), *form))
+        self.datasets = {split: InflectionDataset(examples, self.vocab)
+                         for split, examples in splits.items()}
+
+    def _loader(self, split: str, shuffle: bool = False) -> DataLoader:
+        if not self.datasets:
+            raise RuntimeError("call setup() before asking for a dataloader")
+        h = self.hparams
+        return bucketed_loader(
+            self.datasets[split], self.datasets[split].lengths, collate_inflections,
+            batch_size=h.batch_size, bucket_batches=h.bucket_batches, shuffle=shuffle,
+            seed=h.seed, num_workers=h.num_workers,
+        )

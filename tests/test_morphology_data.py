@@ -1,0 +1,66 @@
+"""The inflection DataModule: splits by lemma, the source/target symbols, batches, bad input;
+on a generated table and on the Wiktionary files when they are present."""
+
+from __future__ import annotations
+
+import pytest
+
+from datamodules.files import MalformedLine, data_root
+from datamodules.morphology import InflectionDataModule, SymbolVocab
+
+NOUNS = {"Hund": ("Hundes", "Hunde"), "Katze": ("Katze", "Katzen"), "Haus": ("Hauses", "Häuser")}
+
+
+def write_table(folder, broken=None):
+    folder.mkdir(exist_ok=True)
+    lines = []
+    for lemma, (genitive, plural) in NOUNS.items():
+        lines += [f"{lemma},{lemma},case=nominative:number=singular",
+                  f"{genitive},{lemma},case=genitive:number=singular",
+                  f"{plural},{lemma},case=nominative:number=plural"]
+    if broken is not None:
+        lines[broken] = "Hunde,Hund"
+    (folder / "inflections_de_noun.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    for split, lemmas in (("train", ["Hund", "Haus"]), ("dev", ["Katze"]), ("test", ["Katze"])):
+        (folder / f"base_forms_de_noun_{split}.txt").write_text("\n".join(lemmas) + "\n")
+
+
+def test_splits_by_lemma_and_symbols(tmp_path):
+    write_table(tmp_path)
+    dm = InflectionDataModule(data_dir=str(tmp_path), batch_size=2)
+    dm.setup()
+    assert {k: len(v) for k, v in dm.datasets.items()} == {"train": 6, "val": 3, "test": 3}
+    assert {lemma for _, lemma, _ in dm.datasets["val"].examples} == {"Katze"}
+    src, tgt, _ = dm.datasets["train"].items[1]
+    assert dm.vocab.decode(src) == ["case=genitive", "number=singular", *"Hund"]
+    assert dm.vocab.decode(tgt) == list("Hundes")
+    _, tgt, _ = dm.datasets["val"].items[2]  # "Katzen": K, t, z unseen in training -> <unk>
+    assert dm.vocab.decode(tgt) == ["<unk>", "a", "<unk>", "<unk>", "e", "n"]
+    batch = next(iter(dm.val_dataloader()))
+    assert batch["src"].shape[0] == 2 and (batch["tgt_in"][:, 0] == SymbolVocab.BOS_ID).all()
+
+
+def test_malformed_line_and_missing_files(tmp_path):
+    write_table(tmp_path, broken=4)
+    with pytest.raises(MalformedLine, match=r"inflections_de_noun\.csv:5: expected"):
+        InflectionDataModule(data_dir=str(tmp_path)).setup()
+    (tmp_path / "base_forms_de_noun_dev.txt").unlink()
+    write_table(tmp_path / "other")
+    (tmp_path / "other" / "base_forms_de_noun_dev.txt").unlink()
+    with pytest.raises(FileNotFoundError, match="base_forms_de_noun_dev.txt is missing"):
+        InflectionDataModule(data_dir=str(tmp_path / "other")).setup()
+    with pytest.raises(ValueError, match="valid: noun, verb"):
+        InflectionDataModule(pos="adjective")
+
+
+WIKTIONARY = data_root() / "wiktionary_morphology_de"
+
+
+@pytest.mark.skipif(not WIKTIONARY.is_dir(), reason="../shared/data/wiktionary_morphology_de "
+                                                    "is absent")
+@pytest.mark.parametrize(("pos", "sizes"), [("noun", (18912, 1600, 1600)),
+                                            ("verb", (43929, 5400, 5400))])
+def test_wiktionary_split_sizes(pos, sizes):
+    dm = InflectionDataModule(pos=pos)
+    dm.setup()
+    assert tuple(len(dm.datasets[s]) for s in ("train", "val", "test")) == sizes
