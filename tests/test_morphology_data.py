@@ -3,6 +3,8 @@ on a generated table and on the Wiktionary files when they are present."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from datamodules.files import MalformedLine, data_root
@@ -64,3 +66,27 @@ def test_wiktionary_split_sizes(pos, sizes):
     dm = InflectionDataModule(pos=pos)
     dm.setup()
     assert tuple(len(dm.datasets[s]) for s in ("train", "val", "test")) == sizes
+
+
+def test_inflection_cli_fit_and_test_with_beam_joint(tmp_path):
+    """configs/morphology end to end on the generated table: exact-match accuracy logged at
+    validation and test, beam-joint trained with K = 2 and decoded with K = 1."""
+    import warnings
+
+    from lit_structattn.cli import build_cli
+
+    write_table(tmp_path / "data")
+    configs = Path(__file__).resolve().parent.parent / "configs" / "morphology"
+    args = ["--config", str(configs / "base.yaml"), "--config", str(configs / "nouns.yaml"),
+            "--config", str(configs / "rows" / "beam_joint.yaml"),
+            "--data.init_args.data_dir", str(tmp_path / "data"), "--model.init_args.vocab_size",
+            "17", "--model.init_args.joint_k", "2", "--model.init_args.test_joint_k", "1",
+            "--trainer.max_epochs", "2", "--trainer.default_root_dir", str(tmp_path / "run"),
+            "--trainer.enable_progress_bar", "false"]
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
+        cli = build_cli(args, run=False)
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    assert 0 <= float(cli.trainer.callback_metrics["val/accuracy"]) <= 1
+    (tested,) = cli.trainer.test(cli.model, datamodule=cli.datamodule, verbose=False)
+    assert set(tested) == {"test/accuracy"} and cli.model.model.joint_k == 2

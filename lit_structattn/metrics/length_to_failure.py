@@ -1,4 +1,5 @@
-"""Average length to failure (Grefenstette et al. 2015; Kim et al. 2017, Table 2).
+"""Average length to failure (Grefenstette et al. 2015; Kim et al. 2017, Table 2), and exact
+match (a length to failure of 1; morphological inflection).
 
 The score of one example is the number of leading target tokens predicted correctly before the
 first error, divided by the gold length (``<eos>`` included), so it lies in ``[0, 1]``.
@@ -93,3 +94,29 @@ class LengthToFailure(Metric):
             raise ValueError(f"gold_lengths must lie in 1 .. {gold.shape[1]}")
         if depth.min() < 0 or depth.max() > self.max_depth:
             raise ValueError(f"depth must lie in 0 .. {self.max_depth} (max_depth)")
+
+
+class ExactMatch(Metric):
+    """The share of outputs equal to the gold sequence (every gold token, ``<eos>`` included,
+    predicted in place: a length to failure of 1).
+
+    ``update(pred [B, T'], gold [B, T], gold_lengths [B])`` as :func:`length_to_failure`;
+    ``compute()`` -> a scalar in ``[0, 1]``. States (hits, count) are summed across processes.
+    """
+
+    is_differentiable = False
+    higher_is_better = True
+    full_state_update = False
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.add_state("hits", torch.zeros((), dtype=torch.long), dist_reduce_fx="sum")
+        self.add_state("count", torch.zeros((), dtype=torch.long), dist_reduce_fx="sum")
+
+    def update(self, pred: torch.Tensor, gold: torch.Tensor, gold_lengths: torch.Tensor) -> None:
+        scores = length_to_failure(pred, gold, gold_lengths)
+        self.hits += int((scores == 1).sum())
+        self.count += len(scores)
+
+    def compute(self) -> torch.Tensor:
+        return self.hits / self.count

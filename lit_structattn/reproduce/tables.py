@@ -48,6 +48,13 @@ def _paper_depths(*values: float) -> dict[str, float]:
 TREE = CONFIGS / "tree_transduction"
 EASY = CONFIGS / "easy_first"
 NMT = CONFIGS / "translation"
+MORPH = CONFIGS / "morphology"
+
+
+def _morph_row(name: str, data: str, row: str, paper: float | None) -> Row:
+    """An inflection row: the shared set-up, nouns or verbs, an output layer."""
+    configs = (MORPH / "base.yaml", MORPH / f"{data}.yaml", MORPH / "rows" / f"{row}.yaml")
+    return Row(name, configs, paper={} if paper is None else {"test/accuracy": paper})
 
 
 def _nmt_row(name: str, row: str, bleu: float, rep: float | None = None,
@@ -90,6 +97,34 @@ _NER_ROWS = (
     ("NEF-CRF-F, N=L", "nef_crf_f_L", 87.58, 80.71),
 )
 TABLES: dict[str, Table] = {
+    "joint_attention_morph": Table(
+        name="joint_attention_morph",
+        title="Morphological inflection (Shankar et al. 2018, Table 3): test exact-match "
+              "accuracy (%)",
+        rows=tuple(
+            _morph_row(f"{name} ({label})", data, row, papers[column])
+            for label, data, column in (("de-N", "nouns", 0), ("de-V", "verbs", 1))
+            for name, row, *papers in (("soft", "soft", 85.50, 94.91),
+                                       ("full-joint", "full_joint", 85.81, 95.52),
+                                       ("beam-joint", "beam_joint", None, None))
+        ),
+        metrics=(("test/accuracy", "exact match"),),
+        budgets={
+            "ci": (("--trainer.max_epochs", "1", "--trainer.limit_train_batches", "5",
+                    "--trainer.limit_val_batches", "2", "--trainer.limit_test_batches", "2"),
+                   "smoke test: 5 training batches, 2 validation and 2 test batches"),
+            "cpu": ((), "20 epochs at the sizes of configs/morphology/base.yaml"),
+            "paper": ((), "as cpu"),
+        },
+        note=(
+            "Wiktionary German nouns (de-N) and verbs (de-V) of Durrett & DeNero (2013), splits "
+            "by lemma as shipped. Character-level: the feature bundle's attr=value symbols and "
+            "the lemma's characters -> the form's characters. BiLSTM 64+64 encoder, LSTM 128 "
+            "decoder, embeddings 128, input feeding, dropout 0.2, Adam 1e-3, batch 20; the best "
+            "epoch by validation exact match, beam 5. The paper has no beam-joint row for "
+            "morphology (its hard-attention row needs REINFORCE, not built yet)."
+        ),
+    ),
     "sparse_constrained_nmt": Table(
         name="sparse_constrained_nmt",
         title="Sparse and constrained attention for NMT (Malaviya et al. 2018, Tables 1-2): "

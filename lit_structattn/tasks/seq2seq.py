@@ -3,8 +3,10 @@
 
 Batches: ``src [B, S]``, ``src_lengths [B]``, ``tgt_in [B, T]`` (``<bos>`` + target),
 ``tgt_out [B, T]`` (target + ``<eos>``), ``tgt_lengths [B]`` and, for tree transduction,
-``depth [B]``. Logs ``train/loss``, ``val/loss``, ``val/ltf`` (length to failure over all depths,
-greedy decoding) and ``test/ltf_d{depth}`` (beam search by default, as Kim et al.).
+``depth [B]``. Logs ``train/loss``, ``val/loss`` and, with ``metric="length_to_failure"``,
+``val/ltf`` (over all depths, greedy decoding) and ``test/ltf_d{depth}`` (beam search by
+default, as Kim et al.); with ``metric="exact_match"`` (morphological inflection)
+``val/accuracy`` and ``test/accuracy``.
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ import torch
 import torch.nn.functional as F
 
 from ..figures import AttentionMap
-from ..metrics import LengthToFailure
+from ..metrics import ExactMatch, LengthToFailure
 from ..models.seq2seq import Seq2Seq
 from .base import Task
 
 OPTIMIZERS = ("sgd", "adam")
+METRICS = ("length_to_failure", "exact_match")
 
 
 class Seq2SeqTask(Task):
@@ -26,12 +29,17 @@ class Seq2SeqTask(Task):
     Args:
         vocab_size: size of the (shared) source/target vocabulary; checked against the data.
         embed_dim, hidden_dim, attention, score, input_feed, dropout: see ``Seq2Seq``.
-        source_attention, parser_dim, encoder: see ``SourceEncoder``.
+        source_attention, parser_dim, encoder, encoder_dim: see ``SourceEncoder`` (
+            ``encoder_dim``: the BiLSTM's size per direction).
+        output, joint_k: the output layer (``soft``, ``full_joint``, ``beam_joint``) and the
+            positions beam-joint keeps in training, see ``Seq2Seq``; ``test_joint_k`` (default
+            ``joint_k``) at validation and test time.
         optimizer: ``sgd`` (the paper: lr 1, halved every epoch from ``decay_start`` on) or
             ``adam``.
         init_range: parameters start uniform in ``[-init_range, init_range]`` (0 = PyTorch's).
         max_decode_len: decoding stops after this many tokens.
         test_beam: beam size at test time (1 = greedy); validation decodes greedily.
+        metric: ``length_to_failure`` (per formula depth) or ``exact_match``.
         max_depth: largest formula depth reported by the length-to-failure metric.
     """
 
@@ -47,29 +55,38 @@ class Seq2SeqTask(Task):
         source_attention: str = "none",
         parser_dim: int = 50,
         encoder: str = "embedding",
+        encoder_dim: int = 50,
+        output: str = "soft",
+        joint_k: int = 6,
+        test_joint_k: int | None = None,
         optimizer: str = "sgd",
         lr: float = 1.0,
         decay_start: int = 9,
         init_range: float = 0.1,
         max_decode_len: int = 200,
         test_beam: int = 5,
+        metric: str = "length_to_failure",
         max_depth: int = 6,
     ) -> None:
         super().__init__()
-        if optimizer not in OPTIMIZERS:
-            raise ValueError(f"unknown optimizer {optimizer!r}; valid: {', '.join(OPTIMIZERS)}")
+        for name, value, valid in (("optimizer", optimizer, OPTIMIZERS),
+                                   ("metric", metric, METRICS)):
+            if value not in valid:
+                raise ValueError(f"unknown {name} {value!r}; valid: {', '.join(valid)}")
         self.save_hyperparameters()
         self.model = Seq2Seq(
             vocab_size, vocab_size, embed_dim, hidden_dim, attention=attention, score=score,
             input_feed=input_feed, dropout=dropout, source_attention=source_attention,
-            parser_dim=parser_dim, encoder=encoder,
+            parser_dim=parser_dim, encoder=encoder, encoder_dim=encoder_dim, output=output,
+            joint_k=joint_k,
         )
         if init_range > 0:
             for parameter in self.model.parameters():
                 torch.nn.init.uniform_(parameter, -init_range, init_range)
-        self.metrics = torch.nn.ModuleDict(
-            {split: LengthToFailure(max_depth) for split in ("val", "test")}
-        )
+        self.metrics = torch.nn.ModuleDict({
+            split: LengthToFailure(max_depth) if metric == "length_to_failure" else ExactMatch()
+            for split in ("val", "test")
+        })
 
     def setup(self, stage: str) -> None:
         datamodule = getattr(self.trainer, "datamodule", None)
@@ -90,14 +107,17 @@ class Seq2SeqTask(Task):
         return loss
 
     def decode(self, batch: dict[str, torch.Tensor], beam: int) -> torch.Tensor:
-        """Predicted target ids ``[B, T']`` (greedy for ``beam == 1``)."""
-        if beam <= 1:
-            return self.model.greedy(
-                batch["src"], batch["src_lengths"], self.hparams.max_decode_len
-            )[0]
-        return self.model.beam_search(
-            batch["src"], batch["src_lengths"], self.hparams.max_decode_len, beam=beam
-        )
+        """Predicted target ids ``[B, T']`` (greedy for ``beam == 1``), beam-joint keeping
+        ``test_joint_k`` positions."""
+        trained_k = self.model.joint_k
+        self.model.joint_k = self.hparams.test_joint_k or trained_k
+        try:
+            args = (batch["src"], batch["src_lengths"], self.hparams.max_decode_len)
+            if beam <= 1:
+                return self.model.greedy(*args)[0]
+            return self.model.beam_search(*args, beam=beam)
+        finally:
+            self.model.joint_k = trained_k
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         size = len(batch["src"])
@@ -109,12 +129,15 @@ class Seq2SeqTask(Task):
 
     def _score(self, batch: dict[str, torch.Tensor], split: str, beam: int) -> None:
         prediction = self.decode(batch, beam)
-        self.metrics[split].update(
-            prediction, batch["tgt_out"], batch["tgt_lengths"], batch["depth"]
-        )
+        by_depth = (batch["depth"],) if self.hparams.metric == "length_to_failure" else ()
+        self.metrics[split].update(prediction, batch["tgt_out"], batch["tgt_lengths"], *by_depth)
 
     def _log_metric(self, split: str) -> None:
         scores = self.metrics[split].compute()
+        if self.hparams.metric == "exact_match":
+            self.log(f"{split}/accuracy", scores, prog_bar=True)
+            self.metrics[split].reset()
+            return
         for depth, value in scores.items():
             name = f"{split}/ltf" if depth == "all" else f"{split}/ltf_d{depth}"
             self.log(name, value, prog_bar=depth == "all")
