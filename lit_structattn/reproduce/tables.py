@@ -152,7 +152,8 @@ TABLES: dict[str, Table] = {
                     "--trainer.limit_val_batches", "2", "--trainer.limit_test_batches", "2",
                     "--model.init_args.drop_score", "false"),
                    "smoke test: 3 training batches, 2 validation and 2 test batches, no DROP"),
-            "cpu": ((), "5 epochs (about 25 minutes on one thread here), model at the scale of "
+            "cpu": ((), "5 epochs (about 25 minutes on one otherwise idle thread here), model at the "
+                        "scale of "
                         "configs/translation/base.yaml, beam 5, best epoch by greedy validation "
                         "BLEU"),
             "paper": (("--trainer.max_epochs", "13"),
