@@ -152,10 +152,9 @@ TABLES: dict[str, Table] = {
                     "--trainer.limit_val_batches", "2", "--trainer.limit_test_batches", "2",
                     "--model.init_args.drop_score", "false"),
                    "smoke test: 3 training batches, 2 validation and 2 test batches, no DROP"),
-            "cpu": ((), "5 epochs (about 25 minutes on one otherwise idle thread here), model at the "
-                        "scale of "
-                        "configs/translation/base.yaml, beam 5, best epoch by greedy validation "
-                        "BLEU"),
+            "cpu": ((), "5 epochs (about 25 minutes on one otherwise idle thread here), model "
+                        "at the scale of configs/translation/base.yaml, beam 5, best epoch by "
+                        "greedy validation BLEU"),
             "paper": (("--trainer.max_epochs", "13"),
                       "13 epochs; the paper's 2x500 LSTMs and 32k BPE need "
                       "`--model.init_args.hidden_dim 500 --data.init_args.bpe_size 32000` and "
