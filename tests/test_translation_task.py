@@ -177,3 +177,18 @@ def test_ddp_validation_scores_the_whole_split_once(corpus, tmp_path):
     (validated,) = single.trainer.validate(single.model, datamodule=single.datamodule,
                                            ckpt_path=str(checkpoint), verbose=False)
     assert validated["val/chrf"] == pytest.approx(ddp_chrf, abs=1e-4) and ddp_chrf > 1
+
+
+def test_learning_rate_decays_from_the_chosen_epoch():
+    task = TranslationTask(vocab_size=20, embed_dim=4, hidden_dim=4, encoder_dim=2, lr=0.01,
+                           lr_decay=0.5, decay_start=2)
+    config = task.configure_optimizers()
+    optimizer, schedule = config["optimizer"], config["lr_scheduler"]
+    rates = []
+    for _ in range(4):
+        rates.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        schedule.step()
+    assert rates == pytest.approx([0.01, 0.01, 0.005, 0.0025])
+    assert isinstance(TranslationTask(vocab_size=20, embed_dim=4, hidden_dim=4,
+                                      encoder_dim=2).configure_optimizers(), torch.optim.Adam)

@@ -63,7 +63,8 @@ class TranslationTask(Task):
         tie_embeddings: one matrix for the source and target embeddings and the output layer
             (the vocabulary is joint).
         label_smoothing: of the training loss (the validation loss and perplexity are plain).
-        lr: Adam's learning rate.
+        lr: Adam's learning rate; multiplied by ``lr_decay`` at the end of every epoch from
+            epoch ``decay_start`` on (epochs counted from 1; ``lr_decay = 1``: constant).
         max_decode_len: decoding stops after ``min(max_decode_len, 2 S + 10)`` tokens.
         test_beam: beam size at test time (1 = greedy); validation decodes greedily.
         length_penalty, alpha, coverage_penalty, min_attention: the final ranking of the beams
@@ -91,6 +92,8 @@ class TranslationTask(Task):
         tie_embeddings: bool = False,
         label_smoothing: float = 0.1,
         lr: float = 2e-3,
+        lr_decay: float = 1.0,
+        decay_start: int = 3,
         max_decode_len: int = 100,
         test_beam: int = 5,
         length_penalty: str = "avg",
@@ -132,7 +135,13 @@ class TranslationTask(Task):
             )
 
     def configure_optimizers(self):
-        return torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
+        optimizer = torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
+        if self.hparams.lr_decay == 1.0:
+            return optimizer
+        decay, start = self.hparams.lr_decay, self.hparams.decay_start
+        schedule = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda epoch: decay ** max(0, epoch + 1 - start))
+        return {"optimizer": optimizer, "lr_scheduler": schedule}
 
     # ---- training -----------------------------------------------------------------------
 
