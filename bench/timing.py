@@ -42,6 +42,28 @@ def best_times(steps: dict[str, Callable[[], object]], repeats: int, warmup: int
     return best
 
 
+def training_step_times(
+    batches: Sequence[object], losses: dict[str, Callable[[object], torch.Tensor]],
+    optimizers: dict[str, torch.optim.Optimizer], warmup: int = 3,
+) -> dict[str, list[float]]:
+    """Seconds per training step (loss, backward, update) of every candidate on every batch.
+
+    The candidates take turns batch by batch, so that load on a shared machine hits all of them
+    alike; the first ``warmup`` batches are run once more before timing starts.
+    """
+    times: dict[str, list[float]] = {name: [] for name in losses}
+    for index, batch in enumerate([*batches[:warmup], *batches]):
+        for name, loss_of in losses.items():
+            start = time.perf_counter()
+            loss = loss_of(batch)
+            optimizers[name].zero_grad()
+            loss.backward()
+            optimizers[name].step()
+            if index >= warmup:
+                times[name].append(time.perf_counter() - start)
+    return times
+
+
 def steady_allocator() -> str:
     """Stop glibc malloc from handing freed memory back to the OS between calls.
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from bench.timing import markdown_table, steady_allocator, write_report
+from bench.timing import markdown_table, steady_allocator, training_step_times, write_report
 from datamodules.translation import TranslationDataModule
 from lit_structattn.tasks import TranslationTask
 
@@ -39,23 +39,11 @@ def make_task(attention: str) -> TranslationTask:
 def step_times(data: TranslationDataModule, steps: int) -> dict[str, list[float]]:
     """Seconds per training step for each transform over the same batches."""
     loader = iter(data.train_dataloader())
-    batches = [next(loader) for _ in range(steps + 3)]  # 3 warm-up steps first
+    batches = [next(loader) for _ in range(steps)]
     tasks = {name: make_task(name) for name in TRANSFORMS}
     optimizers = {name: task.configure_optimizers() for name, task in tasks.items()}
-    times: dict[str, list[float]] = {name: [] for name in TRANSFORMS}
-    for index, batch in enumerate(batches):
-        for name, task in tasks.items():
-            start = time.perf_counter()
-            logits = task._forward(batch)
-            loss = torch.nn.functional.cross_entropy(
-                logits.flatten(0, 1), batch["tgt_out"].flatten(), ignore_index=0,
-                label_smoothing=0.1)
-            optimizers[name].zero_grad()
-            loss.backward()
-            optimizers[name].step()
-            if index >= 3:
-                times[name].append(time.perf_counter() - start)
-    return times
+    return training_step_times(batches, {name: task.loss for name, task in tasks.items()},
+                               optimizers)
 
 
 @torch.no_grad()

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from pathlib import Path
 
 import torch
 
-from bench.timing import markdown_table, write_report
+from bench.timing import markdown_table, training_step_times, write_report
 from datamodules.tree_transduction import TreeTransductionDataModule
 from lit_structattn.tasks import Seq2SeqTask
 
@@ -40,17 +39,8 @@ def step_times(steps: int) -> dict[str, list[float]]:
     batches = training_batches(steps)
     tasks = {name: Seq2SeqTask(vocab_size=28, source_attention=name) for name in ENCODERS}
     optimizers = {name: torch.optim.SGD(task.parameters(), lr=1.0) for name, task in tasks.items()}
-    times: dict[str, list[float]] = {name: [] for name in ENCODERS}
-    for index, batch in enumerate([*batches[:3], *batches]):  # 3 warm-up steps first
-        for name, task in tasks.items():
-            start = time.perf_counter()
-            loss = task._loss(batch)
-            optimizers[name].zero_grad()
-            loss.backward()
-            optimizers[name].step()
-            if index >= 3:
-                times[name].append(time.perf_counter() - start)
-    return times
+    return training_step_times(batches, {name: task._loss for name, task in tasks.items()},
+                               optimizers)
 
 
 def main() -> None:

@@ -24,6 +24,24 @@ from torch.utils.data import (
 )
 
 
+class EncodedItems(Dataset):
+    """A split of encoded examples: ``items[i]`` is a tuple whose first element is the source
+    ids; the batches are bucketed by :attr:`lengths`. Subclasses fill ``items``."""
+
+    items: list[tuple]
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, index: int) -> tuple:
+        return self.items[index]
+
+    @property
+    def lengths(self) -> list[int]:
+        """Source length of every item (what the batches are bucketed by)."""
+        return [len(item[0]) for item in self.items]
+
+
 def seq2seq_batch(
     src: Sequence[Sequence[int]], tgt: Sequence[Sequence[int]], bos: int, eos: int,
     **extra: Sequence[int],

@@ -18,9 +18,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
-from .batching import bucketed_loader, seq2seq_batch
+from .batching import EncodedItems, bucketed_loader, seq2seq_batch
 from .files import MalformedLine, data_root, open_text
 from .splits import SplitDataModule
 
@@ -82,7 +82,7 @@ def source_symbols(lemma: str, bundle: str) -> list[str]:
     return [*bundle.split(":"), *lemma]
 
 
-class InflectionDataset(Dataset):
+class InflectionDataset(EncodedItems):
     """Encoded examples of one split: item ``i`` is ``(src ids, tgt ids, i)``; ``examples``
     keeps ``(form, lemma, bundle)``."""
 
@@ -90,16 +90,6 @@ class InflectionDataset(Dataset):
         self.examples = list(examples)
         self.items = [(vocab.encode(source_symbols(lemma, bundle)), vocab.encode(form), i)
                       for i, (form, lemma, bundle) in enumerate(self.examples)]
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    def __getitem__(self, index: int) -> tuple[list[int], list[int], int]:
-        return self.items[index]
-
-    @property
-    def lengths(self) -> list[int]:
-        return [len(src) for src, _, _ in self.items]
 
 
 def collate_inflections(items: Sequence[tuple[list[int], list[int], int]]

@@ -33,10 +33,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
 from .alignment import Links, align
-from .batching import bucketed_loader, seq2seq_batch
+from .batching import EncodedItems, bucketed_loader, seq2seq_batch
 from .fertility import guided_fertility_table, lookup_fertilities
 from .files import MalformedLine, data_root, open_text
 from .hub import load_hub_dataset
@@ -138,7 +138,7 @@ def read_parallel(src_file: Path, tgt_file: Path) -> list[tuple[str, str]]:
 Item = tuple[list[int], list[int], int, list[float] | None]
 
 
-class TranslationDataset(Dataset):
+class TranslationDataset(EncodedItems):
     """Encoded pairs of one split: item ``i`` is ``(src ids, tgt ids, i, fertilities or None)``;
     ``pairs`` keeps the raw text (the references for BLEU)."""
 
@@ -151,17 +151,6 @@ class TranslationDataset(Dataset):
         self.items = [(src, tgt, i, fertility)
                       for i, ((src, tgt), fertility) in enumerate(zip(items, fertilities,
                                                                       strict=True))]
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    def __getitem__(self, index: int) -> Item:
-        return self.items[index]
-
-    @property
-    def lengths(self) -> list[int]:
-        """Source length of every item (what the batches are bucketed by)."""
-        return [len(item[0]) for item in self.items]
 
 
 def collate_pairs(items: Sequence[Item]) -> dict[str, torch.Tensor]:

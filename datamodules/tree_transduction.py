@@ -43,9 +43,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
-from .batching import bucketed_loader, seq2seq_batch
+from .batching import EncodedItems, bucketed_loader, seq2seq_batch
 from .splits import SplitDataModule
 
 OPERATORS = ("+", "*")
@@ -237,7 +237,7 @@ class TreeVocab:
 # ----------------------------------------------------------------------------- tensors
 
 
-class TreeTransductionDataset(Dataset):
+class TreeTransductionDataset(EncodedItems):
     """Encoded formulas. Item ``i`` is ``(prefix ids, infix ids, depth)`` (lists and an int);
     :func:`collate_formulas` turns a list of items into a batch of tensors.
     """
@@ -245,17 +245,6 @@ class TreeTransductionDataset(Dataset):
     def __init__(self, formulas: Sequence[Formula], vocab: TreeVocab) -> None:
         self.formulas = list(formulas)
         self.items = [(vocab.encode(f.prefix), vocab.encode(f.infix), f.depth) for f in formulas]
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    def __getitem__(self, index: int) -> tuple[list[int], list[int], int]:
-        return self.items[index]
-
-    @property
-    def lengths(self) -> list[int]:
-        """Source length of every item (what the batches are bucketed by)."""
-        return [len(src) for src, _, _ in self.items]
 
 
 def collate_formulas(items: Sequence[tuple[list[int], list[int], int]]) -> dict[str, torch.Tensor]:

@@ -49,3 +49,10 @@ def test_fit_learns_word_dependent_fertilities_and_predicts_in_input_order():
     errors = [abs(p - (t % 3 + 1)) for source, row in zip(sources, predicted, strict=True)
               for t, p in zip(source, row, strict=True)]
     assert max(errors) < 0.3
+
+
+def test_fit_refuses_targets_that_do_not_match_the_sources():
+    with pytest.raises(ValueError, match="one fertility target per token"):
+        fit_fertility_predictor([[3, 4]], [[1]], 10, epochs=1)
+    with pytest.raises(ValueError, match="one fertility target per token"):
+        fit_fertility_predictor([[3, 4]], [], 10, epochs=1)

@@ -10,6 +10,8 @@ import torch
 from lit_structattn.encoders import lengths_to_mask
 from lit_structattn.models.seq2seq import EncodedSource, Seq2Seq
 
+from .seq2seq_training import train
+
 
 def mixture(model, queries, weights, source, keep=None):
     """log sum_a P(a) P(y | x_a) by a loop over the kept positions (renormalized)."""
@@ -62,15 +64,7 @@ def test_beam_joint_learns_and_decodes_with_another_k():
     lengths = torch.full((16,), 5)
     tgt_in = torch.cat([torch.full((16, 1), model.bos_id), src], 1)
     tgt_out = torch.cat([src, torch.full((16, 1), model.eos_id)], 1)
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.02)
-    losses = []
-    for _ in range(80):
-        scores, _, _ = model(src, lengths, tgt_in)
-        loss = torch.nn.functional.cross_entropy(scores.flatten(0, 1), tgt_out.flatten())
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
+    losses = train(model, src, lengths, tgt_in, tgt_out, steps=80)
     assert losses[-1] < 0.3 * losses[0]
     model.eval()
     for k in (1, 6):

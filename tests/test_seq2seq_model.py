@@ -12,6 +12,8 @@ from lit_structattn.attention import Attention
 from lit_structattn.encoders import lengths_to_mask
 from lit_structattn.models.seq2seq import Seq2Seq, rescore
 
+from .seq2seq_training import train
+
 
 def make_batch(seed=0, batch=4, length=7):
     generator = torch.Generator().manual_seed(seed)
@@ -87,15 +89,7 @@ def test_constrained_model_learns_to_copy():
     lengths = torch.full((16,), 5)
     tgt_in = torch.cat([torch.ones(16, 1, dtype=torch.long), words], 1)
     tgt_out = torch.cat([words, torch.full((16, 1), 2)], 1)
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.02)
-    losses = []
-    for _ in range(60):
-        logits, _, _ = model(src, lengths, tgt_in)
-        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), tgt_out.flatten())
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
+    losses = train(model, src, lengths, tgt_in, tgt_out, steps=60)
     assert losses[-1] < 0.5 * losses[0]
 
 

@@ -93,8 +93,13 @@ def fit_fertility_predictor(
     """Train a :class:`FertilityPredictor` (Adam, gradient norm 5) on source id sequences and
     their aligner fertility classes (:func:`fertility_targets`), batches of similar length in
     random order; ``sizes`` go to the predictor (``embed_dim``, ``hidden_dim``, ...). Shows a
-    progress bar; returns the model in eval mode."""
+    progress bar; returns the model in eval mode. ``ValueError`` if a source and its targets
+    differ in length (or the lists do)."""
     from tqdm.auto import tqdm
+
+    if len(sources) != len(targets) or any(
+            len(s) != len(t) for s, t in zip(sources, targets, strict=True)):
+        raise ValueError("every source needs one fertility target per token")
 
     generator = torch.Generator().manual_seed(seed)
     with torch.random.fork_rng():

@@ -1,5 +1,5 @@
-"""What every LightningModule of the project shares: a clear error for a checkpoint that was
-trained with another configuration."""
+"""What every LightningModule of the project shares: clear errors for a checkpoint that was
+trained with another configuration and for a vocabulary size that does not fit the data."""
 
 from __future__ import annotations
 
@@ -15,6 +15,16 @@ class Task(L.LightningModule):
     fit the configured model raises a ``ValueError`` naming the hyper-parameters that differ,
     instead of PyTorch's list of mismatched tensor shapes.
     """
+
+    def check_vocab_size(self) -> None:
+        """``ValueError`` unless the model's ``vocab_size`` hyper-parameter equals the size of
+        the DataModule's ``vocab`` (when the DataModule has one)."""
+        vocab = getattr(getattr(self.trainer, "datamodule", None), "vocab", None)
+        if vocab is not None and len(vocab) != self.hparams.vocab_size:
+            raise ValueError(
+                f"model.vocab_size={self.hparams.vocab_size} but the data's vocabulary has "
+                f"{len(vocab)} symbols; set --model.init_args.vocab_size {len(vocab)}"
+            )
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         saved, expected = checkpoint.get("state_dict", {}), self.state_dict()

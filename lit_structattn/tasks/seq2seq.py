@@ -89,13 +89,7 @@ class Seq2SeqTask(Task):
         })
 
     def setup(self, stage: str) -> None:
-        datamodule = getattr(self.trainer, "datamodule", None)
-        vocab = getattr(datamodule, "vocab", None)
-        if vocab is not None and len(vocab) != self.hparams.vocab_size:
-            raise ValueError(
-                f"model.vocab_size={self.hparams.vocab_size} but the data's vocabulary has "
-                f"{len(vocab)} symbols; set --model.init_args.vocab_size {len(vocab)}"
-            )
+        self.check_vocab_size()
 
     def _loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         logits, _, _ = self.model(batch["src"], batch["src_lengths"], batch["tgt_in"])

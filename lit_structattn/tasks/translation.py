@@ -120,13 +120,8 @@ class TranslationTask(Task):
     # ---- set-up -------------------------------------------------------------------------
 
     def setup(self, stage: str) -> None:
+        self.check_vocab_size()
         data = getattr(self.trainer, "datamodule", None)
-        subwords = getattr(data, "subwords", None)
-        if subwords is not None and len(subwords) != self.hparams.vocab_size:
-            raise ValueError(
-                f"model.vocab_size={self.hparams.vocab_size} but the data's BPE model has "
-                f"{len(subwords)} subwords; set --model.init_args.vocab_size {len(subwords)}"
-            )
         data_sink = getattr(getattr(data, "hparams", {}), "sink", None)
         if data_sink is not None and data_sink != self.hparams.sink:
             raise ValueError(
@@ -150,10 +145,13 @@ class TranslationTask(Task):
                                   batch.get("fertility"))
         return logits
 
+    def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The label-smoothed training loss (mean over the target tokens) of ``batch``."""
+        return F.cross_entropy(self._forward(batch).flatten(0, 1), batch["tgt_out"].flatten(),
+                               ignore_index=0, label_smoothing=self.hparams.label_smoothing)
+
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        logits = self._forward(batch)
-        loss = F.cross_entropy(logits.flatten(0, 1), batch["tgt_out"].flatten(), ignore_index=0,
-                               label_smoothing=self.hparams.label_smoothing)
+        loss = self.loss(batch)
         self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["src"]))
         return loss
 
