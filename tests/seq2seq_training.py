@@ -6,12 +6,12 @@ import torch
 
 
 def train(model, src, lengths, tgt_in, tgt_out, steps: int, lr: float = 0.02) -> list[float]:
-    """``steps`` Adam updates on one batch; returns the loss before each update."""
+    """``steps`` Adam updates of ``model.loss`` on one batch; returns the loss before each
+    update."""
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     losses = []
     for _ in range(steps):
-        scores, _, _ = model(src, lengths, tgt_in)
-        loss = torch.nn.functional.cross_entropy(scores.flatten(0, 1), tgt_out.flatten())
+        loss = model.loss(src, lengths, tgt_in, tgt_out)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()

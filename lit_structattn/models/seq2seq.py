@@ -6,7 +6,8 @@ Decoder: an LSTM whose state ``h_t`` queries the source through the chosen atten
 ``h~_t = tanh(U [c_t; h_t])`` and ``p(y_{t+1}) = softmax(V h~_t + b)``; with input feeding,
 ``h~_{t-1}`` is concatenated to the next input. Joint attention outputs (Shankar et al. 2018,
 ``full_joint`` / ``beam_joint``) replace that softmax by the attention-weighted mixture of the
-softmaxes of ``tanh(U [m_a; h_t])`` over the source positions (input feeding keeps ``h~_t``).
+softmaxes of ``tanh(U [m_a; h_t])`` over the source positions (input feeding keeps ``h~_t``);
+``hard`` and ``sample_joint`` sample the positions in training (REINFORCE, :meth:`Seq2Seq.loss`).
 Decoding: greedy or batched beam search, finished sentences leaving the batch, with length
 normalization or the GNMT length and coverage penalties.
 
@@ -19,6 +20,9 @@ scores of the other words. Fertilities are a constant or given per source token.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 import torch
@@ -30,7 +34,8 @@ from ..structured.registry import build_attention
 from ..structured.syntactic import SyntacticAttention
 
 SOURCE_ATTENTION = ("none", "simple", "structured")
-OUTPUTS = ("soft", "full_joint", "beam_joint")
+SAMPLED_OUTPUTS = ("hard", "sample_joint")  # trained with REINFORCE
+OUTPUTS = ("soft", "full_joint", "beam_joint", *SAMPLED_OUTPUTS)
 ENCODERS = ("embedding", "bilstm")
 
 
@@ -149,10 +154,13 @@ class Seq2Seq(nn.Module):
         encoder_dim: the BiLSTM encoder's size per direction (``encoder="bilstm"``).
         tie_embeddings: share the output layer's weights with the target embeddings (Press &
             Wolf 2017) and, when the vocabularies are one, with the source embeddings.
-        output: ``soft`` (Luong et al.), ``full_joint`` or ``beam_joint`` (Shankar et al. 2018;
-            see :meth:`_predict`). Full-joint materializes ``[B, T, S, V]``: for small
-            vocabularies (characters, morphology).
-        joint_k: the attention positions beam-joint keeps; may be set differently for decoding.
+        output: ``soft`` (Luong et al.), ``full_joint``, ``beam_joint``, ``sample_joint`` or
+            ``hard`` (Shankar et al. 2018; see :meth:`_predict` and :meth:`loss`). Full-joint
+            materializes ``[B, T, S, V]``: for small vocabularies (characters, morphology).
+        joint_k: the attention positions beam-joint keeps, or the attention samples
+            ``sample_joint`` and ``hard`` draw in training (when decoding, ``sample_joint`` keeps
+            the ``joint_k`` most attended positions as beam-joint does and ``hard`` the most
+            attended one); may be set differently for decoding.
         encoder_kwargs: passed to :class:`SourceEncoder` (``encoder``, ``source_attention``,
             ``parser_dim``).
         bos_id, eos_id: the target start and end symbols.
@@ -222,6 +230,17 @@ class Seq2Seq(nn.Module):
         if joint_k < 1:
             raise ValueError(f"joint_k must be >= 1, got {joint_k}")
         self.output, self.joint_k = output, joint_k  # joint_k may be changed for decoding
+
+    @contextmanager
+    def joint_positions(self, k: int | None) -> Iterator[None]:
+        """Within the block, joint outputs keep (or sample) ``k`` positions instead of
+        ``joint_k`` (``None``: unchanged), e.g. to decode with another K than in training."""
+        trained = self.joint_k
+        self.joint_k = trained if k is None else k
+        try:
+            yield
+        finally:
+            self.joint_k = trained
 
     def encode(
         self, src: Tensor, src_lengths: Tensor, fertility: Tensor | None = None
@@ -306,6 +325,21 @@ class Seq2Seq(nn.Module):
             cs.append(cell)
         return x, torch.stack(hs), torch.stack(cs)
 
+    def _position_log_probs(self, queries: Tensor, memory: Tensor) -> Tensor:
+        """``log P_t(y | x_a) [B, T, K, V]``: the output softmax of ``tanh(U [m_a; h_t])``, the
+        soft layer with one position's memory ``memory [B, T, K, M]`` in place of the context,
+        for the decoder states ``queries [B, T, H]``."""
+        width = memory.shape[-1]
+        projected = (nn.functional.linear(memory, self.combine.weight[:, :width])
+                     + nn.functional.linear(queries, self.combine.weight[:, width:])[:, :, None])
+        return self.generator(self.dropout(torch.tanh(projected))).log_softmax(-1)
+
+    @staticmethod
+    def _memory_at(memory: Tensor, positions: Tensor) -> Tensor:
+        """``memory [B, S, M]`` at ``positions [B, T, K]``: ``[B, T, K, M]``."""
+        rows = torch.arange(len(memory), device=memory.device)[:, None, None]
+        return memory[rows, positions]
+
     def _predict(
         self, combined: Tensor, queries: Tensor, weights: Tensor, source: EncodedSource
     ) -> Tensor:
@@ -314,27 +348,22 @@ class Seq2Seq(nn.Module):
         the attention ``weights [B, T, S]``.
 
         ``soft``: ``V h~_t``. Joint attention (Shankar et al. 2018): ``log sum_a P_t(a) P_t(y |
-        x_a)`` with ``P_t(y | x_a) = softmax(V tanh(U [m_a; h_t]))``, the soft layer with the
-        memory of one position in place of the context, over every position (``full_joint``)
-        or the ``joint_k`` most attended ones (``beam_joint``; their weights renormalized over
-        the kept mass, which is what the authors' cross-entropy on ``log q`` amounts to, so that
-        every step gives a distribution and beam search compares like with like).
+        x_a)`` (:meth:`_position_log_probs`) over every position (``full_joint``) or the
+        ``joint_k`` most attended ones (``beam_joint`` and, when decoding, ``sample_joint``;
+        ``hard``: the most attended one). The kept weights are renormalized over the kept
+        mass, which is what the authors' cross-entropy on ``log q`` amounts to, so that every
+        step gives a distribution and beam search compares like with like.
         """
         if self.output == "soft":
             return self.generator(combined)
-        memory = source.memory  # [B, S, M]
-        if self.output == "beam_joint" and self.joint_k < weights.shape[-1]:
-            kept, positions = weights.topk(self.joint_k, dim=-1)  # [B, T, K]
-            batch, steps, k = positions.shape
-            rows = torch.arange(batch, device=memory.device)[:, None, None]
-            memory = memory[rows, positions]  # [B, T, K, M]
+        keep = 1 if self.output == "hard" else self.joint_k
+        if self.output != "full_joint" and keep < weights.shape[-1]:
+            kept, positions = weights.topk(keep, dim=-1)  # [B, T, K]
+            memory = self._memory_at(source.memory, positions)
         else:
             kept = weights
-            memory = memory[:, None].expand(-1, weights.shape[1], -1, -1)
-        width = memory.shape[-1]
-        projected = (nn.functional.linear(memory, self.combine.weight[:, :width])
-                     + nn.functional.linear(queries, self.combine.weight[:, width:])[:, :, None])
-        log_p = self.generator(self.dropout(torch.tanh(projected))).log_softmax(-1)
+            memory = source.memory[:, None].expand(-1, weights.shape[1], -1, -1)
+        log_p = self._position_log_probs(queries, memory)
         log_prior = kept.clamp_min(1e-30).log() - kept.sum(-1, keepdim=True).log()
         return torch.logsumexp(log_prior[..., None] + log_p, dim=2)
 
@@ -347,28 +376,93 @@ class Seq2Seq(nn.Module):
         scores = self._predict(combined[:, None], state.h[-1][:, None], weights[:, None], source)
         return scores[:, 0], state, weights
 
-    def forward(
-        self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, fertility: Tensor | None = None
-    ) -> tuple[Tensor, Tensor, EncodedSource]:
-        """Teacher forcing: ``(scores [B, T, V], attention [B, T, S], encoded source)`` with
-        ``log_softmax(scores)`` the model's ``log p(y_t)`` (see :meth:`_predict`);
-        ``fertility [B, S]``: per-token fertilities for constrained attention (optional)."""
+    def _teacher_forced(
+        self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, fertility: Tensor | None
+    ) -> tuple[Tensor, Tensor, Tensor, EncodedSource]:
+        """The decoder over ``tgt_in [B, T]``: ``(h~ [B, T, H], decoder states [B, T, H],
+        attention [B, T, S], encoded source)``."""
         source = self.encode(src, src_lengths, fertility)
         inputs = self.tgt_embed(tgt_in)
         state = self.initial_state(source)
         if not (self.input_feed or self.tracks_coverage):  # all steps in one LSTM call
             queries, _ = self.rnn(inputs, (state.h, state.c))
             combined, weights = self._attend(queries, source)
-            return self._predict(combined, queries, weights, source), weights, source
+            return combined, queries, weights, source
         steps, tops, attention = [], [], []
         for t in range(tgt_in.shape[1]):
             combined, state, weights = self._step(inputs[:, t], state, source)
             steps.append(combined)
             tops.append(state.h[-1])
             attention.append(weights)
-        weights = torch.stack(attention, 1)
-        scores = self._predict(torch.stack(steps, 1), torch.stack(tops, 1), weights, source)
-        return scores, weights, source
+        return torch.stack(steps, 1), torch.stack(tops, 1), torch.stack(attention, 1), source
+
+    def forward(
+        self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, fertility: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, EncodedSource]:
+        """Teacher forcing: ``(scores [B, T, V], attention [B, T, S], encoded source)`` with
+        ``log_softmax(scores)`` the model's ``log p(y_t)`` (see :meth:`_predict`);
+        ``fertility [B, S]``: per-token fertilities for constrained attention (optional)."""
+        combined, queries, weights, source = self._teacher_forced(src, src_lengths, tgt_in,
+                                                                  fertility)
+        return self._predict(combined, queries, weights, source), weights, source
+
+    def loss(
+        self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, tgt_out: Tensor,
+        fertility: Tensor | None = None, label_smoothing: float = 0.0,
+    ) -> Tensor:
+        """The training loss: the mean over the target tokens (``tgt_out [B, T]``, 0 =
+        padding) of ``-log p(y_t)``, label-smoothed, plus the attention layer's penalty if it
+        has one (segmentation attention's L2 on its pairwise potentials).
+
+        ``hard`` and ``sample_joint`` (Shankar et al. 2018) replace ``log p(y_t)`` by a Monte
+        Carlo estimate from ``joint_k`` positions ``a_1..a_M`` sampled from ``P_t(a)``: the mean
+        of ``log P_t(y_t | x_a_l)`` (hard attention, Eq. 3) or the log of the mean of
+        ``P_t(y_t | x_a_l)`` (sample-joint). Its value is the estimate; its gradient adds the
+        REINFORCE term ``sum_l (R - R_-l) grad log P_t(a_l)``, with ``R`` the estimate and the
+        baseline ``R_-l`` the same estimate without sample ``l`` (independent of ``a_l``, so the
+        gradient stays unbiased). The reward of step ``t`` is its own estimate: input feeding
+        uses the soft context, so a sample affects no later step. No label smoothing here.
+        """
+        mask = tgt_out != 0
+        if self.output in SAMPLED_OUTPUTS:
+            token_loss = -self._sampled_log_likelihood(src, src_lengths, tgt_in, tgt_out,
+                                                       fertility)
+            loss = token_loss.masked_select(mask).mean()
+        else:
+            scores, _, _ = self(src, src_lengths, tgt_in, fertility)
+            loss = nn.functional.cross_entropy(scores.flatten(0, 1), tgt_out.flatten(),
+                                               ignore_index=0, label_smoothing=label_smoothing)
+        penalty = getattr(self.attention, "penalty", None)
+        return loss if penalty is None else loss + penalty()
+
+    def _sampled_log_likelihood(
+        self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, tgt_out: Tensor,
+        fertility: Tensor | None,
+    ) -> Tensor:
+        """``[B, T]`` the estimate of ``log p(y_t)`` of :meth:`loss`, with its REINFORCE
+        gradient."""
+        _, queries, weights, source = self._teacher_forced(src, src_lengths, tgt_in, fertility)
+        batch, steps, length = weights.shape
+        samples = self.joint_k
+        if samples < 2:
+            raise ValueError(f"{self.output} needs joint_k >= 2 samples for its baseline")
+        positions = torch.multinomial(weights.detach().reshape(-1, length), samples,
+                                      replacement=True).view(batch, steps, samples)
+        log_p = self._position_log_probs(queries, self._memory_at(source.memory, positions))
+        target = tgt_out[:, :, None, None].expand(-1, -1, samples, 1)
+        rewards = log_p.gather(-1, target).squeeze(-1)  # [B, T, M]
+        if self.output == "hard":
+            estimate = rewards.mean(-1)
+            baseline = (rewards.sum(-1, keepdim=True) - rewards) / (samples - 1)
+        else:
+            estimate = rewards.logsumexp(-1) - math.log(samples)
+            itself = torch.eye(samples, dtype=torch.bool, device=rewards.device)  # [M, M]
+            left_out = rewards[..., None, :].masked_fill(itself, -torch.inf)  # [B, T, M, M]
+            baseline = left_out.logsumexp(-1) - math.log(samples - 1)
+        signal = (estimate[..., None] - baseline).detach()
+        log_prior = weights.gather(-1, positions).clamp_min(1e-30).log()
+        score_function = log_prior - log_prior.detach()  # 0, with the gradient of log P_t(a)
+        return estimate + (signal * score_function).sum(-1)
 
     @torch.no_grad()
     def greedy(

@@ -31,8 +31,9 @@ class Seq2SeqTask(Task):
         embed_dim, hidden_dim, attention, score, input_feed, dropout: see ``Seq2Seq``.
         source_attention, parser_dim, encoder, encoder_dim: see ``SourceEncoder`` (
             ``encoder_dim``: the BiLSTM's size per direction).
-        output, joint_k: the output layer (``soft``, ``full_joint``, ``beam_joint``) and the
-            positions beam-joint keeps in training, see ``Seq2Seq``; ``test_joint_k`` (default
+        output, joint_k: the output layer (``soft``, ``full_joint``, ``beam_joint``,
+            ``sample_joint``, ``hard``) and the positions kept or sampled in training, see
+            ``Seq2Seq``; ``test_joint_k`` (default
             ``joint_k``) at validation and test time.
         optimizer: ``sgd`` (the paper: lr 1, halved every epoch from ``decay_start`` on) or
             ``adam``.
@@ -92,26 +93,25 @@ class Seq2SeqTask(Task):
         self.check_vocab_size()
 
     def _loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The validation loss: the mean token NLL of the model's deterministic output layer
+        (for ``hard`` / ``sample_joint``: the one they decode with)."""
         logits, _, _ = self.model(batch["src"], batch["src_lengths"], batch["tgt_in"])
         return F.cross_entropy(logits.flatten(0, 1), batch["tgt_out"].flatten(), ignore_index=0)
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        loss = self._loss(batch)
+        loss = self.model.loss(batch["src"], batch["src_lengths"], batch["tgt_in"],
+                               batch["tgt_out"])
         self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["src"]))
         return loss
 
     def decode(self, batch: dict[str, torch.Tensor], beam: int) -> torch.Tensor:
         """Predicted target ids ``[B, T']`` (greedy for ``beam == 1``), beam-joint keeping
         ``test_joint_k`` positions."""
-        trained_k = self.model.joint_k
-        self.model.joint_k = self.hparams.test_joint_k or trained_k
-        try:
-            args = (batch["src"], batch["src_lengths"], self.hparams.max_decode_len)
+        args = (batch["src"], batch["src_lengths"], self.hparams.max_decode_len)
+        with self.model.joint_positions(self.hparams.test_joint_k):
             if beam <= 1:
                 return self.model.greedy(*args)[0]
             return self.model.beam_search(*args, beam=beam)
-        finally:
-            self.model.joint_k = trained_k
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         size = len(batch["src"])
@@ -146,9 +146,10 @@ class Seq2SeqTask(Task):
     def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> list[dict]:
         """One JSON-ready record per example: the source and greedy prediction as
         space-separated symbols and the attention ``[prediction + <eos>, source]``."""
-        prediction, attention = self.model.greedy(
-            batch["src"], batch["src_lengths"], self.hparams.max_decode_len
-        )
+        with self.model.joint_positions(self.hparams.test_joint_k):
+            prediction, attention = self.model.greedy(
+                batch["src"], batch["src_lengths"], self.hparams.max_decode_len
+            )
         decode = self._vocab_decode()
         records = []
         for b, length in enumerate(batch["src_lengths"].tolist()):
@@ -183,7 +184,8 @@ class Seq2SeqTask(Task):
         greedy decoding, and with syntactic attention the source self-attention (each row a
         word's distribution over parents, ``$`` = root) and the Eisner parse."""
         src, lengths = batch["src"][:limit], batch["src_lengths"][:limit]
-        prediction, attention = self.model.greedy(src, lengths, self.hparams.max_decode_len)
+        with self.model.joint_positions(self.hparams.test_joint_k):
+            prediction, attention = self.model.greedy(src, lengths, self.hparams.max_decode_len)
         decode = self._vocab_decode(vocab)
         syntactic = self.model.encoder.syntactic
         heads = None

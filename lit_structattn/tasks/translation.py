@@ -62,7 +62,12 @@ class TranslationTask(Task):
             ``fertility`` tensor (GUIDED / PREDICTED) override the constant ``fertility``.
         tie_embeddings: one matrix for the source and target embeddings and the output layer
             (the vocabulary is joint).
-        label_smoothing: of the training loss (the validation loss and perplexity are plain).
+        output, joint_k, test_joint_k: the output layer (``soft``, ``beam_joint``,
+            ``sample_joint``, ``hard``; Shankar et al. 2018) and the positions it keeps or
+            samples in training, see ``Seq2Seq``; ``test_joint_k`` (default ``joint_k``) for the
+            perplexities and decoding.
+        label_smoothing: of the training loss (the validation loss and perplexity are plain;
+            ``hard`` / ``sample_joint`` train without it).
         lr: Adam's learning rate; multiplied by ``lr_decay`` at the end of every epoch from
             epoch ``decay_start`` on (epochs counted from 1; ``lr_decay = 1``: constant).
         max_decode_len: decoding stops after ``min(max_decode_len, 2 S + 10)`` tokens.
@@ -90,6 +95,9 @@ class TranslationTask(Task):
         exhaustion_bonus: float = 0.0,
         coverage_vector: bool = False,
         tie_embeddings: bool = False,
+        output: str = "soft",
+        joint_k: int = 6,
+        test_joint_k: int | None = None,
         label_smoothing: float = 0.1,
         lr: float = 2e-3,
         lr_decay: float = 1.0,
@@ -110,6 +118,7 @@ class TranslationTask(Task):
             input_feed=input_feed, dropout=dropout, fertility=fertility, sink=sink,
             exhaustion_bonus=exhaustion_bonus, coverage_vector=coverage_vector,
             encoder="bilstm", encoder_dim=encoder_dim, tie_embeddings=tie_embeddings,
+            output=output, joint_k=joint_k,
         )
         self.nll = torch.nn.ModuleDict({split: MeanMetric() for split in ("val", "test")})
         self.penalty = {"alpha": alpha, "length_penalty": length_penalty,
@@ -140,15 +149,12 @@ class TranslationTask(Task):
 
     # ---- training -----------------------------------------------------------------------
 
-    def _forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        logits, _, _ = self.model(batch["src"], batch["src_lengths"], batch["tgt_in"],
-                                  batch.get("fertility"))
-        return logits
-
     def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """The label-smoothed training loss (mean over the target tokens) of ``batch``."""
-        return F.cross_entropy(self._forward(batch).flatten(0, 1), batch["tgt_out"].flatten(),
-                               ignore_index=0, label_smoothing=self.hparams.label_smoothing)
+        """The training loss of ``batch`` (:meth:`Seq2Seq.loss`: label-smoothed, mean over the
+        target tokens)."""
+        return self.model.loss(batch["src"], batch["src_lengths"], batch["tgt_in"],
+                               batch["tgt_out"], batch.get("fertility"),
+                               label_smoothing=self.hparams.label_smoothing)
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         loss = self.loss(batch)
@@ -157,7 +163,9 @@ class TranslationTask(Task):
 
     def _update_nll(self, batch: dict[str, torch.Tensor], split: str) -> None:
         """Accumulate the mean token NLL (for the loss and the perplexity)."""
-        logits = self._forward(batch)
+        with self.model.joint_positions(self.hparams.test_joint_k):
+            logits, _, _ = self.model(batch["src"], batch["src_lengths"], batch["tgt_in"],
+                                      batch.get("fertility"))
         nll = F.cross_entropy(logits.flatten(0, 1), batch["tgt_out"].flatten(), ignore_index=0)
         self.nll[split].update(nll, weight=int((batch["tgt_out"] != 0).sum()))
 
@@ -169,10 +177,11 @@ class TranslationTask(Task):
     def translate(self, batch: dict[str, torch.Tensor], beam: int) -> torch.Tensor:
         """Output subword ids ``[B, T']`` (greedy for ``beam == 1``)."""
         args = (batch["src"], batch["src_lengths"], self._max_len(batch))
-        if beam <= 1:
-            return self.model.greedy(*args, fertility=batch.get("fertility"))[0]
-        return self.model.beams(*args, beam=beam, fertility=batch.get("fertility")).best(
-            **self.penalty)
+        with self.model.joint_positions(self.hparams.test_joint_k):
+            if beam <= 1:
+                return self.model.greedy(*args, fertility=batch.get("fertility"))[0]
+            return self.model.beams(*args, beam=beam, fertility=batch.get("fertility")).best(
+                **self.penalty)
 
     def _collect(self, batch: dict[str, torch.Tensor], prediction: torch.Tensor) -> None:
         detokenize = self.trainer.datamodule.detokenize
@@ -219,9 +228,10 @@ class TranslationTask(Task):
         beams = []
         for batch in itertools.islice(loader, count):
             batch = self.transfer_batch_to_device(batch, self.device, 0)
-            beams.append((batch["index"], self.model.beams(
-                batch["src"], batch["src_lengths"], self._max_len(batch),
-                beam=self.hparams.test_beam, fertility=batch.get("fertility"))))
+            with self.model.joint_positions(self.hparams.test_joint_k):
+                beams.append((batch["index"], self.model.beams(
+                    batch["src"], batch["src_lengths"], self._max_len(batch),
+                    beam=self.hparams.test_beam, fertility=batch.get("fertility"))))
         references = data.references("val")
         scores = {}
         for alpha, beta in self.hparams.penalty_grid:
@@ -289,8 +299,9 @@ class TranslationTask(Task):
             for b, r in enumerate(records)]
 
     def _records(self, batch: dict[str, torch.Tensor], subwords) -> list[dict]:
-        prediction, attention = self.model.greedy(
-            batch["src"], batch["src_lengths"], self._max_len(batch), batch.get("fertility"))
+        with self.model.joint_positions(self.hparams.test_joint_k):
+            prediction, attention = self.model.greedy(
+                batch["src"], batch["src_lengths"], self._max_len(batch), batch.get("fertility"))
         records = []
         for b, length in enumerate(batch["src_lengths"].tolist()):
             ids = prediction[b].tolist()
