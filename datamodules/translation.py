@@ -9,7 +9,9 @@ source file translates line i of the target file), e.g. Multi30k's ``train.de.gz
 
 Batches (the same layout as the tree-transduction batches, padding id 0)::
 
-    src          [B, S]  source subword ids (no <bos>/<eos>)
+    src          [B, S]  source subword ids (no <bos>/<eos>), or with ``source_units=
+                         "characters"`` the ids of the source's characters (Kim et al.'s
+                         character-to-word setting; the target stays subwords)
     src_lengths  [B]
     tgt_in       [B, T]  <bos> + target subword ids
     tgt_out      [B, T]  target subword ids + <eos>
@@ -45,6 +47,7 @@ from .splits import SplitDataModule
 PAD_ID, BOS_ID, EOS_ID, UNK_ID, SINK_ID = 0, 1, 2, 3, 4  # <sink>: a user-defined piece
 SPLITS = ("train", "val", "test")
 FERTILITIES = ("constant", "guided", "predicted")
+SOURCE_UNITS = ("subwords", "characters")
 
 
 class Subwords:
@@ -99,6 +102,13 @@ class Subwords:
     def encode(self, text: str, lang: str) -> list[int]:
         """Subword ids of raw ``text`` in language ``lang``."""
         return self.processor.encode(self.moses(self._tokenizers[lang], text))
+
+    def encode_characters(self, text: str, lang: str) -> list[int]:
+        """Ids of the characters of raw ``text``'s subwords (word starts keep the ``▁`` piece),
+        all single-character pieces of the same joint vocabulary (BPE keeps every training
+        character as a piece; unseen ones -> ``<unk>``)."""
+        pieces = self.processor.encode(self.moses(self._tokenizers[lang], text), out_type=str)
+        return [self.processor.piece_to_id(ch) for piece in pieces for ch in piece]
 
     def decode(self, ids: Sequence[int] | torch.Tensor, lang: str) -> str:
         """Detokenized text of subword ``ids``; stops at the first <eos>, skips pad and <bos>."""
@@ -177,8 +187,11 @@ class TranslationDataModule(SplitDataModule):
         src_lang, tgt_lang: the translation direction (file suffixes and Moses languages).
         prefixes: file prefixes of the train, val and test splits.
         bpe_size: the joint BPE vocabulary size (sentencepiece may stop short on tiny corpora).
-        max_length: training pairs with more subwords on either side are dropped (training
-            only); None keeps all.
+        max_length: training pairs with more units on either side are dropped (training
+            only); None keeps all. ``max_source_length`` (default ``max_length``) overrides
+            it for the source side, e.g. for characters.
+        source_units: ``subwords`` or ``characters`` (the source as single-character pieces
+            of the same vocabulary, ``▁`` marking word starts; constant fertility only).
         sink: append the ``<SINK>`` token to every source (constrained attention needs it).
         fertility_strategy: ``constant`` (no per-token fertilities), ``guided`` or
             ``predicted`` (see the module docstring).
@@ -205,6 +218,8 @@ class TranslationDataModule(SplitDataModule):
         prefixes: tuple[str, str, str] = ("train", "val", "test_2016_flickr"),
         bpe_size: int = 8000,
         max_length: int | None = 50,
+        max_source_length: int | None = None,
+        source_units: str = "subwords",
         sink: bool = False,
         fertility_strategy: str = "constant",
         predictor_epochs: int = 5,
@@ -223,8 +238,15 @@ class TranslationDataModule(SplitDataModule):
                                  ("num_workers", num_workers, 0)):
             if not isinstance(value, int) or value < low:
                 raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
-        if max_length is not None and (not isinstance(max_length, int) or max_length < 1):
-            raise ValueError(f"max_length must be None or an int >= 1, got {max_length!r}")
+        for name, value in (("max_length", max_length), ("max_source_length", max_source_length)):
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name} must be None or an int >= 1, got {value!r}")
+        if source_units not in SOURCE_UNITS:
+            raise ValueError(f"unknown source_units {source_units!r}; valid: "
+                             f"{', '.join(SOURCE_UNITS)}")
+        if source_units == "characters" and fertility_strategy != "constant":
+            raise ValueError("fertility_strategy guided/predicted needs subword sources "
+                             "(the fertilities come from subword alignments)")
         if fertility_strategy not in FERTILITIES:
             raise ValueError(f"unknown fertility_strategy {fertility_strategy!r}; valid: "
                              f"{', '.join(FERTILITIES)}")
@@ -308,14 +330,18 @@ class TranslationDataModule(SplitDataModule):
         h = self.hparams
         pairs = {split: self._read(split) for split in SPLITS}
         self.subwords = self._bpe_model(pairs["train"])
+        encode_source = (self.subwords.encode if h.source_units == "subwords"
+                         else self.subwords.encode_characters)
+        max_source = h.max_source_length or h.max_length
         encoded = {}
         for split in SPLITS:
-            items = [(self.subwords.encode(s, h.src_lang), self.subwords.encode(t, h.tgt_lang))
+            items = [(encode_source(s, h.src_lang), self.subwords.encode(t, h.tgt_lang))
                      for s, t in pairs[split]]
             kept = list(zip(pairs[split], items, strict=True))
-            if split == "train" and h.max_length is not None:
+            if split == "train":
                 kept = [(p, (s, t)) for p, (s, t) in kept
-                        if len(s) + h.sink <= h.max_length and len(t) <= h.max_length]
+                        if (max_source is None or len(s) + h.sink <= max_source)
+                        and (h.max_length is None or len(t) <= h.max_length)]
                 self.dropped_train = len(items) - len(kept)
             encoded[split] = kept
         fertilities = self._fertilities({k: [s for _, (s, _) in v] for k, v in encoded.items()},

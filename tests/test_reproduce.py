@@ -44,3 +44,25 @@ def test_ci_run_writes_report_and_resumes(tmp_path):
 def test_unknown_table_or_budget(table, budget, valid, tmp_path):
     with pytest.raises(ValueError, match=valid):
         run_table(table, budget, seeds=1, root=tmp_path)
+
+
+def test_every_row_has_its_configs_and_shared_rows_resolve(tmp_path):
+    """Every row's config files exist; a ``same_run_as`` row reads and writes the other table's
+    run folder, and refuses to when the two configurations differ."""
+    from dataclasses import replace
+
+    from lit_structattn.reproduce.runner import _run_dir
+    from lit_structattn.reproduce.tables import TABLES
+
+    for table in TABLES.values():
+        for row in table.rows:
+            assert all(config.is_file() for config in row.configs), (table.name, row.name)
+    joint = TABLES["joint_attention_nmt"]
+    soft = next(row for row in joint.rows if row.name == "soft")
+    assert _run_dir(joint, soft, "cpu", 0, tmp_path) == (
+        tmp_path / "sparse_constrained_nmt" / "cpu" / "softmax" / "seed0")
+    greedy = next(row for row in joint.rows if row.name == "soft, greedy")
+    assert _run_dir(joint, greedy, "cpu", 0, tmp_path).parent.parent.parent.name == joint.name
+    with pytest.raises(ValueError, match="configurations differ"):
+        _run_dir(joint, replace(soft, overrides=("--trainer.max_epochs", "9")), "cpu", 0,
+                 tmp_path)

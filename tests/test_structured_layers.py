@@ -7,7 +7,7 @@ import itertools
 import pytest
 import torch
 
-from lit_structattn.structured import DependencyCRF, LinearChainCRF
+from lit_structattn.structured import DependencyCRF, LinearChainCRF, _chain_kernel
 from lit_structattn.structured.chain import ChainAttention
 from lit_structattn.structured.segmentation import SegmentationAttention
 from lit_structattn.structured.syntactic import SyntacticAttention
@@ -153,3 +153,25 @@ def test_half_precision_crfs_fall_back_to_the_torch_path():
     torch.testing.assert_close(chain.float(), LinearChainCRF(unary, transition).marginals,
                                atol=0.05, rtol=0)
     torch.testing.assert_close(tree.float(), DependencyCRF(arcs).marginals, atol=0.05, rtol=0)
+
+
+@pytest.mark.skipif(not _chain_kernel.available(), reason="numba not installed")
+def test_compiled_kernels_keep_the_callers_thread_count():
+    """numba's OpenMP layer raises torch's thread count to all cores when it starts; the kernels
+    restore it (a fresh process, so that the layer starts inside the test)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import torch\n"
+        "torch.set_num_threads(1)\n"
+        "from lit_structattn.structured import DependencyCRF, LinearChainCRF\n"
+        "crf = LinearChainCRF(torch.randn(3, 5, 2, requires_grad=True), torch.randn(2, 2), "
+        "torch.tensor([5, 4, 2]))\n"
+        "crf.marginals.sum().backward()\n"
+        "assert torch.get_num_threads() == 1, torch.get_num_threads()\n"
+        "tree = DependencyCRF(torch.randn(2, 4, 4, requires_grad=True), torch.tensor([3, 2]))\n"
+        "tree.marginals.sum().backward()\n"
+        "assert torch.get_num_threads() == 1, torch.get_num_threads()\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=600)

@@ -77,6 +77,34 @@ def test_bpe_model_is_trained_once_and_cached(tmp_path):
     assert len(list(cache.glob("*.model"))) == 2
 
 
+def test_character_sources_spell_the_subwords(tmp_path):
+    """``source_units="characters"``: the source is the characters of its subwords (single-
+    character pieces of the same vocabulary, ``▁`` at word starts), the target stays subwords,
+    and ``max_source_length`` filters the (longer) character sources of the training pairs."""
+    corpus = tmp_path / "corpus"
+    write_corpus(corpus)
+    words = ready_module(corpus, tmp_path / "cache", sink=True)
+    chars = ready_module(corpus, tmp_path / "cache", sink=True, source_units="characters",
+                         max_source_length=200)
+    assert chars.subwords.model_file == words.subwords.model_file
+    piece = chars.subwords.processor.id_to_piece
+    for (src, tgt, _, _), (sub, word_tgt, _, _) in zip(chars.datasets["test"].items,
+                                                        words.datasets["test"].items,
+                                                        strict=True):
+        assert tgt == word_tgt and src[-1] == SINK_ID
+        assert all(len(piece(i)) == 1 for i in src[:-1])
+        assert "".join(piece(i) for i in src[:-1]) == "".join(piece(i) for i in sub[:-1])
+        assert len(src) > len(sub)
+    longest = max(len(s) for s, _, _, _ in chars.datasets["train"].items)
+    cut = ready_module(corpus, tmp_path / "cache", source_units="characters",
+                       max_source_length=longest - 2)
+    assert 0 < cut.dropped_train
+    with pytest.raises(ValueError, match="valid: subwords, characters"):
+        TranslationDataModule(source_units="bytes")
+    with pytest.raises(ValueError, match="needs subword sources"):
+        TranslationDataModule(source_units="characters", fertility_strategy="guided")
+
+
 def test_max_length_drops_long_training_pairs_only(tmp_path):
     corpus = tmp_path / "corpus"
     write_corpus(corpus)

@@ -72,6 +72,29 @@ def test_fit_and_test_report_every_metric(corpus, tmp_path, row):
     assert any(b"attention/example_0" in path.read_bytes() for path in events)
 
 
+@pytest.mark.parametrize(("row", "extra"), [
+    ("hard", ()),
+    ("beam_joint", ("--model.init_args.joint_k", "3", "--model.init_args.test_joint_k", "1")),
+    ("segmentation", ("--config", str(CONFIGS / "characters.yaml"))),
+])
+def test_joint_outputs_and_character_sources_fit_and_test(corpus, tmp_path, row, extra):
+    """Issue 7's rows through the CLI: hard attention (REINFORCE), beam-joint decoded with
+    another K, segmentation attention over character sources."""
+    cli = cli_for(tiny(corpus, tmp_path, row, "--trainer.max_epochs", "1",
+                       "--model.init_args.drop_score", "false", *extra))
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    (metrics,) = cli.trainer.test(cli.model, datamodule=cli.datamodule, ckpt_path="best",
+                                  verbose=False)
+    assert set(metrics) == {"test/bleu", "test/chrf", "test/rep", "test/ppl"}
+    assert 1 < metrics["test/ppl"] < 60
+    if row == "segmentation":
+        batch = next(iter(cli.datamodule.test_dataloader()))
+        pieces = cli.datamodule.subwords.pieces(batch["src"][0, : batch["src_lengths"][0]])
+        assert all(len(piece) == 1 for piece in pieces)
+    if row == "beam_joint":
+        assert cli.model.model.joint_k == 3
+
+
 def test_covpenalty_grid_is_tuned_on_validation(corpus, tmp_path):
     cli = cli_for(tiny(corpus, tmp_path, "softmax", "--trainer.max_epochs", "1"))
     cli.trainer.fit(cli.model, datamodule=cli.datamodule)

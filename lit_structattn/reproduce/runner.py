@@ -30,7 +30,24 @@ def _slug(text: str) -> str:
 
 
 def _run_dir(table: Table, row: Row, budget: str, seed: int, root: Path) -> Path:
+    if row.same_run_as is not None:
+        table, row = _shared_row(table, row)
     return root / table.name / budget / _slug(row.name) / f"seed{seed}"
+
+
+def _shared_row(table: Table, row: Row) -> tuple[Table, Row]:
+    """The other table's row whose runs ``row`` of ``table`` shares; ``ValueError`` unless
+    their configurations and budgets are the same."""
+    other_table = TABLES[row.same_run_as[0]]
+    other = next(r for r in other_table.rows if r.name == row.same_run_as[1])
+
+    def setup(t: Table, r: Row) -> tuple:
+        return r.configs, r.overrides, r.test_of, {b: o for b, (o, _) in t.budgets.items()}
+
+    if setup(table, row) != setup(other_table, other):
+        raise ValueError(f"row {row.name!r} of {table.name} shares the runs of "
+                         f"{other_table.name}: {other.name!r} but their configurations differ")
+    return other_table, other
 
 
 def cached_result(table: Table, row: Row, budget: str, seed: int, root: Path) -> dict | None:

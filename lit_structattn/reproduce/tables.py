@@ -3,7 +3,7 @@ report, the paper's numbers, and the overrides of each budget."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -14,13 +14,16 @@ BUDGETS = ("ci", "demo", "cpu", "paper")
 class Row:
     """One row: config files (later ones override earlier ones), extra CLI overrides, and the
     paper's numbers per metric key. A row with ``test_of`` trains nothing: it tests the best
-    checkpoint of that row (same seed) under its own configuration (e.g. a decoding option)."""
+    checkpoint of that row (same seed) under its own configuration (e.g. a decoding option). A
+    row with ``same_run_as = (table, row)`` is that row of another table (same configs and
+    overrides, checked): both tables read and write the same runs."""
 
     name: str
     configs: tuple[Path, ...]
     overrides: tuple[str, ...] = ()
     paper: dict[str, float] = field(default_factory=dict)
     test_of: str | None = None
+    same_run_as: tuple[str, str] | None = None  # (table, row) with the same configuration
 
 
 @dataclass(frozen=True)
@@ -58,10 +61,13 @@ def _morph_row(name: str, data: str, row: str, paper: float | None) -> Row:
 
 
 def _nmt_row(name: str, row: str, bleu: float, rep: float | None = None,
-             drop: float | None = None, test_of: str | None = None) -> Row:
-    """A translation row: the shared set-up and a row config; the paper's De-En numbers."""
-    paper = {"test/bleu": bleu, "test/rep": rep, "test/drop": drop}
+             drop: float | None = None, ppl: float | None = None, test_of: str | None = None,
+             greedy: bool = False) -> Row:
+    """A translation row: the shared set-up and a row config; the paper's De-En numbers;
+    ``greedy``: tested with beam 1."""
+    paper = {"test/bleu": bleu, "test/rep": rep, "test/drop": drop, "test/ppl": ppl}
     return Row(name, (NMT / "base.yaml", NMT / "rows" / f"{row}.yaml"),
+               ("--model.init_args.test_beam", "1") if greedy else (),
                paper={k: v for k, v in paper.items() if v is not None}, test_of=test_of)
 
 
@@ -71,6 +77,40 @@ def _easy_first_row(name: str, dataset: str, row: str, paper: float, **more: flo
     configs = (EASY / "common.yaml", EASY / f"{dataset}.yaml", EASY / "rows" / f"{row}.yaml")
     return Row(name, configs, paper={"test/score": paper, **more})
 
+
+_NMT_BUDGETS = {
+    "ci": (("--trainer.max_epochs", "1", "--trainer.limit_train_batches", "3",
+            "--trainer.limit_val_batches", "2", "--trainer.limit_test_batches", "2",
+            "--model.init_args.drop_score", "false"),
+           "smoke test: 3 training batches, 2 validation and 2 test batches, no DROP"),
+    "cpu": ((), "5 epochs (25 to 50 minutes per soft-attention run on one thread here), model "
+                "at the scale of configs/translation/base.yaml, beam 5, best epoch by "
+                "greedy validation BLEU"),
+    "paper": (("--trainer.max_epochs", "13"),
+              "13 epochs; the paper's 2x500 LSTMs and 32k BPE need "
+              "`--model.init_args.hidden_dim 500 --data.init_args.bpe_size 32000` and "
+              "the IWSLT'14 data"),
+}
+_CHARACTER_BUDGETS = {
+    **_NMT_BUDGETS,
+    "cpu": (("--trainer.max_epochs", "3"),
+            "3 epochs, model at the scale of configs/translation/base.yaml, beam 5, best epoch "
+            "by greedy validation BLEU"),
+}
+_NMT_NOTE = (
+    "Multi30k (task 1) German->English: 29K training pairs (pairs with more than 50 "
+    "subwords on a side dropped), val 1014, test2016 (flickr) 1000; the papers used "
+    "IWSLT 2014 De-En (153K pairs; Malaviya et al. with 32k BPE and 2x500 LSTMs), so their "
+    "numbers are a reference point, not a target. Moses tokenization (sacremoses), joint "
+    "sentencepiece BPE 8k; BiLSTM 128+128 encoder, LSTM 256 decoder, embeddings 256 "
+    "(one matrix for source and target words and the output layer), "
+    "Luong general attention with input feeding, dropout 0.3, label smoothing 0.1, Adam "
+    "2e-3, batch 64. BLEU and chrF: detokenized, cased sacreBLEU (signatures below); "
+    "REP (n = 2, lambda1 = 1, lambda2 = 2) on lowercased Moses tokens; DROP from eflomal "
+    "links (train + test references + outputs aligned together; the paper used "
+    "fast_align); METEOR is left out (it needs WordNet data that cannot be fetched "
+    "here). "
+)
 
 _TAGGING_BUDGETS = {
     "ci": (("--trainer.max_epochs", "1", "--trainer.limit_train_batches", "5",
@@ -149,36 +189,75 @@ TABLES: dict[str, Table] = {
         ),
         metrics=(("test/bleu", "BLEU"), ("test/chrf", "chrF"), ("test/rep", "REP"),
                  ("test/drop", "DROP"), ("test/ppl", "perplexity")),
-        budgets={
-            "ci": (("--trainer.max_epochs", "1", "--trainer.limit_train_batches", "3",
-                    "--trainer.limit_val_batches", "2", "--trainer.limit_test_batches", "2",
-                    "--model.init_args.drop_score", "false"),
-                   "smoke test: 3 training batches, 2 validation and 2 test batches, no DROP"),
-            "cpu": ((), "5 epochs (about 25 minutes on one otherwise idle thread here), model "
-                        "at the scale of configs/translation/base.yaml, beam 5, best epoch by "
-                        "greedy validation BLEU"),
-            "paper": (("--trainer.max_epochs", "13"),
-                      "13 epochs; the paper's 2x500 LSTMs and 32k BPE need "
-                      "`--model.init_args.hidden_dim 500 --data.init_args.bpe_size 32000` and "
-                      "the IWSLT'14 data"),
-        },
-        note=(
-            "Multi30k (task 1) German->English: 29K training pairs (pairs with more than 50 "
-            "subwords on a side dropped), val 1014, test2016 (flickr) 1000; the paper used "
-            "IWSLT 2014 De-En (153K pairs) with 32k BPE and 2x500 LSTMs, so its numbers are a "
-            "reference point, not a target. Moses tokenization (sacremoses), joint "
-            "sentencepiece BPE 8k; BiLSTM 128+128 encoder, LSTM 256 decoder, embeddings 256 "
-            "(one matrix for source and target words and the output layer), "
-            "Luong general attention with input feeding, dropout 0.3, label smoothing 0.1, Adam "
-            "2e-3, batch 64. BLEU and chrF: detokenized, cased sacreBLEU (signatures below); "
-            "REP (n = 2, lambda1 = 1, lambda2 = 2) on lowercased Moses tokens; DROP from eflomal "
-            "links (train + test references + outputs aligned together; the paper used "
-            "fast_align); METEOR is left out (it needs WordNet data that cannot be fetched "
-            "here). Constrained rows: <SINK> token, exhaustion bonus c as named, PREDICTED "
+        budgets=_NMT_BUDGETS,
+        note=_NMT_NOTE + (
+            "Constrained rows: <SINK> token, exhaustion bonus c as named, PREDICTED "
             "fertilities = expected class of a BiLSTM tagger trained on eflomal subword "
             "fertilities + 1. COVPENALTY rows test the checkpoint of the row without it, with "
             "alpha, beta chosen on validation BLEU. Table 2's PREDICTED c = 0.2 row is the "
             "csparsemax (c = 0.2) row."
+        ),
+        scale=1.0,
+    ),
+    "joint_attention_nmt": Table(
+        name="joint_attention_nmt",
+        title="Joint attention-output models for NMT (Shankar et al. 2018, Tables 1-2): "
+              "Multi30k De->En test2016",
+        rows=(
+            replace(_nmt_row("soft", "softmax", 28.6, ppl=9.61),
+                    same_run_as=("sparse_constrained_nmt", "softmax")),
+            _nmt_row("soft, greedy", "softmax", 28.5, test_of="soft", greedy=True),
+            _nmt_row("hard", "hard", 25.6, ppl=9.50),
+            _nmt_row("hard, greedy", "hard", 25.5, test_of="hard", greedy=True),
+            replace(_nmt_row("sparsemax", "sparsemax", 28.4, ppl=9.85),
+                    same_run_as=("sparse_constrained_nmt", "sparsemax")),
+            _nmt_row("sparsemax, greedy", "sparsemax", 28.0, test_of="sparsemax", greedy=True),
+            _nmt_row("sample-joint", "sample_joint", 27.8, ppl=9.96),
+            _nmt_row("sample-joint, greedy", "sample_joint", 27.8, test_of="sample-joint",
+                     greedy=True),
+            _nmt_row("beam-joint (K = 6)", "beam_joint", 29.6, ppl=8.47),
+            _nmt_row("beam-joint (K = 6), greedy", "beam_joint", 29.7,
+                     test_of="beam-joint (K = 6)", greedy=True),
+            replace(_nmt_row("beam-joint (K = 6) decoded with K = 1", "beam_joint", 28.4,
+                             test_of="beam-joint (K = 6)"),
+                    overrides=("--model.init_args.test_joint_k", "1")),
+        ),
+        metrics=(("test/bleu", "BLEU"), ("test/chrf", "chrF"), ("test/rep", "REP"),
+                 ("test/drop", "DROP"), ("test/ppl", "perplexity")),
+        budgets=_NMT_BUDGETS,
+        note=_NMT_NOTE + (
+            "The soft and sparsemax rows are the runs of the same rows of "
+            "`sparse_constrained_nmt` (one configuration, one run). Beam 5 unless the row says "
+            "greedy (a `greedy` row tests the best checkpoint of its row with beam 1). The "
+            "paper's BLEU beside a beam-5 row is its beam-4 column, beside a greedy row its "
+            "beam-1 column, beside the K = 1 row Table 2 (beam 10). Hard and sample-joint: 6 "
+            "samples per step in training, REINFORCE with a leave-one-out baseline, no label "
+            "smoothing; decoding uses the most attended position (hard) or the 6 most attended "
+            "(sample-joint, as beam-joint). Perplexities are of the deterministic output layer "
+            "each row decodes with."
+        ),
+        scale=1.0,
+    ),
+    "segmentation_attention": Table(
+        name="segmentation_attention",
+        title="Segmentation attention, character-to-subword NMT (Kim et al. 2017, Table 3): "
+              "Multi30k De->En test2016",
+        rows=tuple(
+            Row(name, (NMT / "base.yaml", NMT / "characters.yaml", NMT / "rows" / f"{row}.yaml"),
+                paper={"test/bleu": bleu})
+            for name, row, bleu in (("simple (softmax)", "softmax", 12.6),
+                                    ("sigmoid", "sigmoid", 13.1),
+                                    ("structured (segmentation)", "segmentation", 14.6))
+        ),
+        metrics=(("test/bleu", "BLEU"), ("test/chrf", "chrF"), ("test/ppl", "perplexity")),
+        budgets=_CHARACTER_BUDGETS,
+        note=_NMT_NOTE + (
+            "Character sources: the characters of the source subwords (single-character pieces "
+            "of the joint vocabulary, word starts marked), training sources up to 250 "
+            "characters; targets stay BPE subwords (Kim et al.: Japanese characters -> English "
+            "words on WAT, so their numbers are a reference point only). Segmentation "
+            "attention: lambda = 2, L2 0.005 on the pairwise potentials; sigmoid attention "
+            "unnormalized, as the paper."
         ),
         scale=1.0,
     ),
@@ -254,8 +333,9 @@ TABLES: dict[str, Table] = {
     "easy_first_ablation": Table(
         name="easy_first_ablation",
         title="Ablations on English NER (Martins & Kreutzer 2017, Table 4): test entity F1 (%)",
-        rows=tuple(_easy_first_row(name, "ner_en", row, paper) for name, row, paper in (
-            ("NEF-CRF-F, N=5", "nef_crf_f_5", 88.01),
+        rows=(replace(_easy_first_row("NEF-CRF-F, N=5", "ner_en", "nef_crf_f_5", 88.01),
+                      same_run_as=("easy_first_ner", "NEF-CRF-F, N=5 (en)")),
+              ) + tuple(_easy_first_row(name, "ner_en", row, paper) for name, row, paper in (
             ("NEF-CRF-F w/out concat, N=5", "nef_crf_f_5_no_concat", 87.47),
             ("uniform attention + CRF, N=5", "uniform_crf_5", 87.46),
             ("vanilla EF + CRF, N=5", "vanilla_crf_5", 87.17),

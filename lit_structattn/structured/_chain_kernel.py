@@ -23,9 +23,11 @@ conditionals are ``xi / mu``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import math
+from collections.abc import Iterator
 
 import numpy as np
 import torch
@@ -166,11 +168,26 @@ def _kernels():
     return forward, backward
 
 
-def match_torch_threads() -> None:
-    """Use as many kernel threads as torch uses (``torch.set_num_threads``, OMP_NUM_THREADS)."""
+@contextlib.contextmanager
+def kernel_threads(threads: int | None = None) -> Iterator[int]:
+    """Run the kernels of the block on as many threads as torch uses (``torch.set_num_threads``,
+    OMP_NUM_THREADS), or on ``threads``; yields the number chosen.
+
+    Backward functions pass the number their forward chose: numba's OpenMP threading layer
+    shares torch's OpenMP runtime and, when it starts, sets the thread count to all cores, so
+    torch's own count is restored here and is not read again in the backward. Oversubscribed
+    threads run 10x slower on a machine busy with other runs.
+    """
     import numba
 
-    numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
+    wanted = torch.get_num_threads() if threads is None else threads
+    chosen = max(1, min(wanted, numba.config.NUMBA_NUM_THREADS))
+    try:
+        numba.set_num_threads(chosen)
+        yield chosen
+    finally:
+        if torch.get_num_threads() != wanted:
+            torch.set_num_threads(wanted)
 
 
 def _array(t: Tensor | None, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -190,14 +207,14 @@ class ChainInference(torch.autograd.Function):
     @staticmethod
     def forward(ctx, unary: Tensor, transition: Tensor, lengths: Tensor):
         forward_kernel, _ = _kernels()
-        match_torch_threads()
         batch, steps, labels = unary.shape
         u = unary.detach().numpy()
         lengths_np = lengths.detach().to(torch.int64).numpy()
         log_z = np.zeros(batch, dtype=u.dtype)
         node = np.zeros((batch, steps, labels), dtype=u.dtype)
         edge = np.zeros((batch, max(steps - 1, 0), labels, labels), dtype=u.dtype)
-        forward_kernel(u, transition.detach().numpy(), lengths_np, log_z, node, edge)
+        with kernel_threads() as ctx.threads:
+            forward_kernel(u, transition.detach().numpy(), lengths_np, log_z, node, edge)
         outputs = torch.from_numpy(log_z), torch.from_numpy(node), torch.from_numpy(edge)
         ctx.save_for_backward(*outputs[1:])  # autograd notices if they are changed in place
         ctx.lengths = lengths_np
@@ -207,12 +224,12 @@ class ChainInference(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, g_log_z: Tensor, g_node: Tensor, g_edge: Tensor):
         _, backward_kernel = _kernels()
-        match_torch_threads()
         node, edge = (t.numpy() for t in ctx.saved_tensors)
         lengths = ctx.lengths
         d_unary = np.zeros_like(node)
         d_transition = np.zeros_like(edge)
-        backward_kernel(node, edge, lengths, _array(g_node, node.shape, node.dtype),
-                        _array(g_edge, edge.shape, node.dtype),
-                        _array(g_log_z, node.shape[:1], node.dtype), d_unary, d_transition)
+        with kernel_threads(ctx.threads):
+            backward_kernel(node, edge, lengths, _array(g_node, node.shape, node.dtype),
+                            _array(g_edge, edge.shape, node.dtype),
+                            _array(g_log_z, node.shape[:1], node.dtype), d_unary, d_transition)
         return torch.from_numpy(d_unary), torch.from_numpy(d_transition), None

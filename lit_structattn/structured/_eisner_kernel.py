@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from ._chain_kernel import available, match_torch_threads, usable
+from ._chain_kernel import available, kernel_threads, usable
 
 __all__ = ["TreeInference", "available", "run", "usable"]
 
@@ -142,10 +142,11 @@ def _kernel():
     return inside_outside
 
 
-def run(arcs: Tensor, cotangent: Tensor | None, lengths: Tensor, multiroot: bool):
+def run(arcs: Tensor, cotangent: Tensor | None, lengths: Tensor, multiroot: bool,
+        threads: int | None = None):
     """``(log_z [B], marginals [B, N+1, N+1], vjp [B, N+1, N+1], ok [B])`` as float64 numpy
-    arrays; ``vjp`` is 0 without a cotangent, and rows with ``ok`` False are not computed."""
-    match_torch_threads()
+    arrays; ``vjp`` is 0 without a cotangent, and rows with ``ok`` False are not computed.
+    ``threads``: see :func:`kernel_threads`."""
     batch, size, _ = arcs.shape
     a = arcs.detach().contiguous().numpy()
     if cotangent is None:
@@ -156,8 +157,9 @@ def run(arcs: Tensor, cotangent: Tensor | None, lengths: Tensor, multiroot: bool
     marginals = np.zeros((batch, size, size))
     vjp = np.zeros((batch, size, size))
     ok = np.zeros(batch, dtype=np.bool_)
-    _kernel()(a, v, lengths.detach().to(torch.int64).numpy(), multiroot, log_z, marginals, vjp,
-              ok)
+    with kernel_threads(threads):
+        _kernel()(a, v, lengths.detach().to(torch.int64).numpy(), multiroot, log_z, marginals,
+                  vjp, ok)
     return log_z, marginals, vjp, ok
 
 
@@ -170,7 +172,8 @@ class TreeInference(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, arcs: Tensor, lengths: Tensor, multiroot: bool):
-        log_z, marginals, _, ok = run(arcs, None, lengths, multiroot)
+        ctx.threads = torch.get_num_threads()  # for the backward, see kernel_threads
+        log_z, marginals, _, ok = run(arcs, None, lengths, multiroot, ctx.threads)
         ctx.save_for_backward(arcs)
         ctx.lengths, ctx.multiroot = lengths.detach().clone(), multiroot  # may be an inference
         # tensor (built under torch.inference_mode), which save_for_backward refuses
@@ -183,7 +186,7 @@ class TreeInference(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, g_log_z: Tensor | None, g_marginals: Tensor | None, _):
         (arcs,) = ctx.saved_tensors
-        _, marginals, vjp, _ = run(arcs, g_marginals, ctx.lengths, ctx.multiroot)
+        _, marginals, vjp, _ = run(arcs, g_marginals, ctx.lengths, ctx.multiroot, ctx.threads)
         grad = torch.from_numpy(vjp)
         if g_log_z is not None:
             grad = grad + g_log_z.to(torch.float64)[:, None, None] * torch.from_numpy(marginals)

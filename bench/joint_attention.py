@@ -1,0 +1,115 @@
+"""Benchmark: the training-step cost of the joint attention-output layers (Shankar et al. 2018)
+and of segmentation attention (Kim et al. 2017) against soft attention, at the sizes of the
+reproduction configs.
+
+Translation: Multi30k De->En subword batches of 64 pairs, the model of
+configs/translation/base.yaml (:class:`TranslationTask`, vocabulary 8000), one step = loss,
+backward and an Adam update; output layers soft, beam-joint (K = 6), sample-joint and hard
+(6 samples, REINFORCE) with softmax attention, and the attention layers sigmoid and
+segmentation with the soft output. Morphology: German-noun batches of 20, the model of
+configs/morphology/base.yaml (:class:`Seq2SeqTask`, 69 symbols): soft, beam-joint (K = 6) and
+full-joint. The candidates take turns batch by batch, so load on a shared machine hits all of
+them alike; the table gives the median step and its ratio to soft attention.
+
+    python -m bench.joint_attention [--steps 30] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from pathlib import Path
+
+import torch
+
+from bench.timing import markdown_table, steady_allocator, training_step_times, write_report
+from datamodules.morphology import InflectionDataModule
+from datamodules.translation import TranslationDataModule
+from lit_structattn.tasks import Seq2SeqTask, TranslationTask
+
+REPORT = Path(__file__).resolve().parent.parent / "reports" / "bench_joint_attention.md"
+TRANSLATION = {  # candidate -> TranslationTask arguments
+    "soft": {},
+    "beam-joint (K = 6)": {"output": "beam_joint", "joint_k": 6},
+    "sample-joint (6 samples)": {"output": "sample_joint", "joint_k": 6},
+    "hard (6 samples)": {"output": "hard", "joint_k": 6},
+    "sigmoid attention": {"attention": "sigmoid"},
+    "segmentation attention": {"attention": "segmentation"},
+}
+MORPHOLOGY = {
+    "soft": {},
+    "beam-joint (K = 6)": {"output": "beam_joint", "joint_k": 6},
+    "full-joint": {"output": "full_joint"},
+}
+
+
+def first_batches(data, steps: int) -> list:
+    loader = iter(data.train_dataloader())
+    return [next(loader) for _ in range(steps)]
+
+
+def translation_times(steps: int) -> dict[str, list[float]]:
+    data = TranslationDataModule(batch_size=64)
+    data.setup("fit")
+    tasks = {name: TranslationTask(vocab_size=len(data.subwords), tie_embeddings=True, **kwargs)
+             for name, kwargs in TRANSLATION.items()}
+    return training_step_times(first_batches(data, steps),
+                               {name: task.loss for name, task in tasks.items()},
+                               {name: task.configure_optimizers() for name, task in tasks.items()})
+
+
+def morphology_times(steps: int) -> dict[str, list[float]]:
+    data = InflectionDataModule(pos="noun", batch_size=20)
+    data.setup("fit")
+    tasks = {name: Seq2SeqTask(len(data.vocab), embed_dim=128, hidden_dim=128, encoder="bilstm",
+                               encoder_dim=64, input_feed=True, dropout=0.2, optimizer="adam",
+                               lr=1e-3, init_range=0.0, **kwargs)
+             for name, kwargs in MORPHOLOGY.items()}
+
+    def loss_of(task):
+        return lambda batch: task.model.loss(batch["src"], batch["src_lengths"],
+                                             batch["tgt_in"], batch["tgt_out"])
+
+    return training_step_times(first_batches(data, steps),
+                               {name: loss_of(task) for name, task in tasks.items()},
+                               {name: task.configure_optimizers() for name, task in tasks.items()})
+
+
+def ratio_table(times: dict[str, list[float]]) -> str:
+    soft = statistics.median(times["soft"])
+    return markdown_table(
+        ["model", "median step (ms)", "/ soft"],
+        [[name, f"{1e3 * statistics.median(t):.0f}", f"{statistics.median(t) / soft:.2f}x"]
+         for name, t in times.items()],
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--no-report", action="store_true", help="print only")
+    args = parser.parse_args()
+    allocator = steady_allocator()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    translation = ratio_table(translation_times(args.steps))
+    print(translation)
+    morphology = ratio_table(morphology_times(args.steps))
+    print(morphology)
+    if not args.no_report:
+        paragraphs = __doc__.split("\n\n")
+        body = (
+            f"{paragraphs[1]}\n\n{allocator}\n\n"
+            f"## Translation ({args.steps} batches of 64 pairs)\n\n{translation}\n\n"
+            f"## Morphology, German nouns ({args.steps} batches of 20)\n\n{morphology}\n\n"
+            "Targets: beam-joint (K = 6) <= 1.25x soft (the paper: 20-30% on a GPU); "
+            "segmentation attention <= 2x soft (Kim et al.: 5x)."
+        )
+        write_report(REPORT, "Joint attention and segmentation attention: training-step cost",
+                     f"python -m bench.joint_attention --steps {args.steps} "
+                     f"--threads {args.threads}", body)
+
+
+if __name__ == "__main__":
+    main()
