@@ -3,7 +3,8 @@ and of segmentation attention (Kim et al. 2017) against soft attention, at the s
 reproduction configs.
 
 Translation: Multi30k De->En subword batches of 64 pairs, the model of
-configs/translation/base.yaml (:class:`TranslationTask`, vocabulary 8000), one step = loss,
+configs/translation/base.yaml (:class:`TranslationTask`, joint BPE vocabulary 8000 or
+``--bpe-size``), one step = loss,
 backward and an Adam update; output layers soft, beam-joint (K = 6), sample-joint and hard
 (6 samples, REINFORCE) with softmax attention, and the attention layers sigmoid and
 segmentation with the soft output. Morphology: German-noun batches of 20, the model of
@@ -11,7 +12,7 @@ configs/morphology/base.yaml (:class:`Seq2SeqTask`, 69 symbols): soft, beam-join
 full-joint. The candidates take turns batch by batch, so load on a shared machine hits all of
 them alike; the table gives the median step and its ratio to soft attention.
 
-    python -m bench.joint_attention [--steps 30] [--threads 1]
+    python -m bench.joint_attention [--steps 30] [--threads 1] [--bpe-size 8000]
 """
 
 from __future__ import annotations
@@ -48,8 +49,8 @@ def first_batches(data, steps: int) -> list:
     return [next(loader) for _ in range(steps)]
 
 
-def translation_times(steps: int) -> dict[str, list[float]]:
-    data = TranslationDataModule(batch_size=64)
+def translation_times(steps: int, bpe_size: int) -> dict[str, list[float]]:
+    data = TranslationDataModule(batch_size=64, bpe_size=bpe_size)
     data.setup("fit")
     tasks = {name: TranslationTask(vocab_size=len(data.subwords), tie_embeddings=True, **kwargs)
              for name, kwargs in TRANSLATION.items()}
@@ -88,12 +89,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--bpe-size", type=int, default=8000)
     parser.add_argument("--no-report", action="store_true", help="print only")
     args = parser.parse_args()
     allocator = steady_allocator()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    translation = ratio_table(translation_times(args.steps))
+    translation = ratio_table(translation_times(args.steps, args.bpe_size))
     print(translation)
     morphology = ratio_table(morphology_times(args.steps))
     print(morphology)
@@ -101,14 +103,18 @@ def main() -> None:
         paragraphs = __doc__.split("\n\n")
         body = (
             f"{paragraphs[1]}\n\n{allocator}\n\n"
-            f"## Translation ({args.steps} batches of 64 pairs)\n\n{translation}\n\n"
+            f"## Translation ({args.steps} batches of 64 pairs, BPE {args.bpe_size})\n\n"
+            f"{translation}\n\n"
             f"## Morphology, German nouns ({args.steps} batches of 20)\n\n{morphology}\n\n"
             "Targets: beam-joint (K = 6) <= 1.25x soft (the paper: 20-30% on a GPU); "
-            "segmentation attention <= 2x soft (Kim et al.: 5x)."
+            "segmentation attention <= 2x soft (Kim et al.: 5x). On a CPU the output layer "
+            "(hidden x vocabulary) is most of a soft translation step, and the joint outputs "
+            "and the sampled ones compute it for 6 positions, so their cost grows with the "
+            "vocabulary; on a GPU those products run in parallel."
         )
         write_report(REPORT, "Joint attention and segmentation attention: training-step cost",
                      f"python -m bench.joint_attention --steps {args.steps} "
-                     f"--threads {args.threads}", body)
+                     f"--threads {args.threads} --bpe-size {args.bpe_size}", body)
 
 
 if __name__ == "__main__":

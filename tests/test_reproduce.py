@@ -38,7 +38,7 @@ def test_ci_run_writes_report_and_resumes(tmp_path):
 
 
 @pytest.mark.parametrize(("table", "budget", "valid"), [
-    ("table9", "ci", "valid: easy_first_ablation, easy_first_ner, easy_first_pos"),
+    ("table9", "ci", "valid: babi_qa, easy_first_ablation, easy_first_ner"),
     ("tree_transduction", "gpu", "valid: ci, demo, cpu, paper"),
 ])
 def test_unknown_table_or_budget(table, budget, valid, tmp_path):
@@ -57,12 +57,12 @@ def test_every_row_has_its_configs_and_shared_rows_resolve(tmp_path):
     for table in TABLES.values():
         for row in table.rows:
             assert all(config.is_file() for config in row.configs), (table.name, row.name)
-    joint = TABLES["joint_attention_nmt"]
-    soft = next(row for row in joint.rows if row.name == "soft")
-    assert _run_dir(joint, soft, "cpu", 0, tmp_path) == (
-        tmp_path / "sparse_constrained_nmt" / "cpu" / "softmax" / "seed0")
-    greedy = next(row for row in joint.rows if row.name == "soft, greedy")
-    assert _run_dir(joint, greedy, "cpu", 0, tmp_path).parent.parent.parent.name == joint.name
+    ablation = TABLES["easy_first_ablation"]
+    shared = ablation.rows[0]
+    assert _run_dir(ablation, shared, "cpu", 0, tmp_path) == (
+        tmp_path / "easy_first_ner" / "cpu" / "nef_crf_f__n_5__en" / "seed0")
+    own = ablation.rows[1]
+    assert _run_dir(ablation, own, "cpu", 0, tmp_path).parent.parent.parent.name == ablation.name
     with pytest.raises(ValueError, match="configurations differ"):
-        _run_dir(joint, replace(soft, overrides=("--trainer.max_epochs", "9")), "cpu", 0,
+        _run_dir(ablation, replace(shared, overrides=("--trainer.max_epochs", "9")), "cpu", 0,
                  tmp_path)
