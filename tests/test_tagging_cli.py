@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from datamodules.files import data_root
 
@@ -43,6 +44,16 @@ def test_fit_test_predict_nef(tmp_path):
     events = EventAccumulator(str(next(tmp_path.rglob("events.out.tfevents.*")).parent))
     events.Reload()
     assert "raindrop/example_0" in events.Tags()["images"]
+
+    # the checkpoint alone rebuilds the tagger (vocabulary sizes and tags are kept in it)
+    from lit_structattn.tasks import TaggingTask
+
+    checkpoint = next(tmp_path.rglob("last.ckpt"))
+    loaded = TaggingTask.load_from_checkpoint(checkpoint, map_location="cpu")
+    state = torch.load(checkpoint, map_location="cpu", weights_only=False)["state_dict"]
+    for name, value in loaded.state_dict().items():
+        assert torch.equal(value, state[name]), name
+    assert "VERB" in loaded.data_sizes["tags"] and "test_first_verb" in loaded.metrics
 
     test = structattn("test", *tiny(tmp_path, "nef_f_csoftmax"), "--ckpt_path", "best",
                       cwd=tmp_path)

@@ -5,8 +5,9 @@ Kreutzer (2017) and its baselines, around
 Batches (from the tagging DataModules): ``words [B, T]``, ``prefixes``/``suffixes [B, T, 4]``,
 ``tags [B, T]`` (0 = padding), ``lengths [B]``, ``index [B]`` (position in the split) and, for
 QE, ``aligned [B, T, A]``. The model is built in :meth:`configure_model`, once the data's
-vocabulary sizes are known. Logs ``train/loss``, ``val/loss`` and ``{val,test}/<metric>`` (also
-as ``{val,test}/score``, which the configs' checkpointing monitors whatever the metric).
+vocabulary sizes are known (checkpoints keep them: ``load_from_checkpoint`` needs no data).
+Logs ``train/loss``, ``val/loss`` and ``{val,test}/<metric>`` (also as ``{val,test}/score``,
+which the configs' checkpointing monitors whatever the metric).
 """
 
 from __future__ import annotations
@@ -67,27 +68,44 @@ class TaggingTask(Task):
             raise ValueError(f"unknown metric {metric!r}; valid: {', '.join(METRICS)}")
         self.save_hyperparameters()
         self.model: EasyFirstTagger | None = None
+        self.data_sizes: dict | None = None
         self.metrics = torch.nn.ModuleDict()
 
     # ------------------------------------------------------------------ building
 
     def configure_model(self) -> None:
-        """Build the tagger with the vocabulary sizes of ``trainer.datamodule`` (after setup)."""
-        if self.model is not None:
+        """Build the tagger with the vocabulary sizes of ``trainer.datamodule`` (after setup);
+        without a Trainer (``load_from_checkpoint``) :meth:`on_load_checkpoint` builds it."""
+        if self.model is not None or self._trainer is None:
             return
         data = self.trainer.datamodule
+        source_vocab = getattr(data, "source_vocab", None)
+        self._build({
+            "words": len(data.vocab), "tags": list(data.tag_vocab.tokens),
+            "affixes": len(data.affix_vocab) if self.hparams.use_affixes else 0,
+            "sources": len(source_vocab) if source_vocab is not None else 0,
+        })
+        if self.hparams.pretrained_vectors:
+            matrix, found = load_pretrained_vectors(self.hparams.pretrained_vectors,
+                                                    data.vocab.tokens, self.hparams.word_dim)
+            self.model.encoder.init_word_embeddings(matrix)
+            self.print(f"pretrained vectors: {found} of {len(data.vocab)} words found")
+
+    def _build(self, sizes: dict) -> None:
+        """The tagger and metrics for the data's ``sizes``: vocabulary sizes (``words``,
+        ``affixes``, ``sources``) and the ``tags`` in id order; kept in checkpoints, so that
+        ``TaggingTask.load_from_checkpoint`` works without the data."""
         hp = self.hparams
-        tags = data.tag_vocab.tokens
+        tags = sizes["tags"]
         weights = None
         if hp.tag_weights:
             unknown = set(hp.tag_weights) - set(tags)
             if unknown:
                 raise ValueError(f"tag_weights names unknown tags {sorted(unknown)}; tags: {tags}")
             weights = [float(hp.tag_weights.get(tag, 1.0)) for tag in tags]
-        source_vocab = getattr(data, "source_vocab", None)
+        self.data_sizes = sizes
         self.model = EasyFirstTagger(
-            len(data.vocab), len(tags), len(data.affix_vocab) if hp.use_affixes else 0,
-            len(source_vocab) if source_vocab is not None else 0,
+            sizes["words"], len(tags), sizes["affixes"], sizes["sources"],
             word_dim=hp.word_dim, affix_dim=hp.affix_dim, hidden_dim=hp.hidden_dim,
             use_affixes=hp.use_affixes, use_capitalization=hp.use_capitalization,
             dropout=hp.dropout, steps=hp.steps,
@@ -95,14 +113,17 @@ class TaggingTask(Task):
             preattention_dim=hp.preattention_dim, window=hp.window, penalty=hp.penalty,
             concat=hp.concat, crf=hp.crf, tag_weights=weights, pad_tag=0,
         )
-        if hp.pretrained_vectors:
-            matrix, found = load_pretrained_vectors(hp.pretrained_vectors, data.vocab.tokens,
-                                                    hp.word_dim)
-            self.model.encoder.init_word_embeddings(matrix)
-            self.print(f"pretrained vectors: {found} of {len(data.vocab)} words found")
         self.metrics = torch.nn.ModuleDict({split: self._metric(tags) for split in ("val", "test")})
         if "VERB" in tags and self.model.decoder is not None:  # UD POS: where does it start?
             self.metrics["test_first_verb"] = FirstFocusShare(tags.index("VERB"))
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["data_sizes"] = self.data_sizes
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        if self.model is None and "data_sizes" in checkpoint:  # loaded without a Trainer
+            self._build(checkpoint["data_sizes"])
+        super().on_load_checkpoint(checkpoint)  # refuses weights of another configuration
 
     def _metric(self, tags: list[str]):
         if self.hparams.metric == "accuracy":
