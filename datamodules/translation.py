@@ -13,7 +13,7 @@ Batches (the same layout as the tree-transduction batches, padding id 0)::
                          "characters"`` the ids of the source's characters (Kim et al.'s
                          character-to-word setting; the target stays subwords)
     src_lengths  [B]
-    tgt_in       [B, T]  <bos> + target subword ids
+    tgt_in       [B, T]  <bos> + target subword ids (word ids with ``target_units="words"``)
     tgt_out      [B, T]  target subword ids + <eos>
     tgt_lengths  [B]     target length + 1 (counting <eos>)
     index        [B]     position of each pair in its split (evaluation batches are sorted)
@@ -48,6 +48,7 @@ PAD_ID, BOS_ID, EOS_ID, UNK_ID, SINK_ID = 0, 1, 2, 3, 4  # <sink>: a user-define
 SPLITS = ("train", "val", "test")
 FERTILITIES = ("constant", "guided", "predicted")
 SOURCE_UNITS = ("subwords", "characters")
+TARGET_UNITS = ("subwords", "words")
 
 
 class Subwords:
@@ -68,9 +69,15 @@ class Subwords:
         self.processor = sentencepiece.SentencePieceProcessor(model_file=str(model_file))
         self._tokenizers = {lang: MosesTokenizer(lang=lang) for lang in (src_lang, tgt_lang)}
         self._detokenizers = {lang: MosesDetokenizer(lang=lang) for lang in (src_lang, tgt_lang)}
+        self.target_words: TargetWords | None = None  # set for word-level targets
 
     def __len__(self) -> int:
         return self.processor.get_piece_size()
+
+    @property
+    def target_size(self) -> int:
+        """The size of the target vocabulary (the subwords', unless the targets are words)."""
+        return len(self) if self.target_words is None else len(self.target_words)
 
     @staticmethod
     def moses(tokenizer, text: str) -> str:
@@ -99,6 +106,20 @@ class Subwords:
         """The subword strings of ``ids``."""
         return [self.processor.id_to_piece(i) for i in ids]
 
+    def tokens(self, text: str, lang: str) -> list[str]:
+        """The Moses tokens of ``text`` (case kept)."""
+        return self.moses(self._tokenizers[lang], text).split()
+
+    def target_pieces(self, ids: Sequence[int]) -> list[str]:
+        """The strings of target ``ids`` (words or subwords)."""
+        return self.pieces(ids) if self.target_words is None else self.target_words.pieces(ids)
+
+    def encode_target(self, text: str) -> list[int]:
+        """Target ids of raw ``text`` (words or subwords)."""
+        if self.target_words is None:
+            return self.encode(text, self.tgt_lang)
+        return self.target_words.encode(self.tokens(text, self.tgt_lang))
+
     def encode(self, text: str, lang: str) -> list[int]:
         """Subword ids of raw ``text`` in language ``lang``."""
         return self.processor.encode(self.moses(self._tokenizers[lang], text))
@@ -111,12 +132,58 @@ class Subwords:
         return [self.processor.piece_to_id(ch) for piece in pieces for ch in piece]
 
     def decode(self, ids: Sequence[int] | torch.Tensor, lang: str) -> str:
-        """Detokenized text of subword ``ids``; stops at the first <eos>, skips pad and <bos>."""
+        """Detokenized text of subword ``ids`` (target words when ``lang`` is the target's and
+        the targets are words); stops at the first <eos>, skips pad and <bos>."""
         ids = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
+        if lang == self.tgt_lang and self.target_words is not None:
+            return self.target_words.decode(ids)
         if EOS_ID in ids:
             ids = ids[: ids.index(EOS_ID)]
         pieces = self.processor.decode([i for i in ids if i not in (PAD_ID, BOS_ID, SINK_ID)])
         return self._detokenizers[lang].detokenize(pieces.split())
+
+
+class TargetWords:
+    """A word vocabulary of the target side (Kim et al.'s character-to-word setting): the
+    ``size - 4`` most frequent Moses tokens (case kept) of the training targets after
+    ``<pad>`` 0, ``<bos>`` 1, ``<eos>`` 2, ``<unk>`` 3 (ties broken by first occurrence).
+
+    Args:
+        tokens: the words in id order from id 4 on; lang: the Moses language of the detokenizer.
+    """
+
+    def __init__(self, tokens: Sequence[str], lang: str) -> None:
+        from sacremoses import MosesDetokenizer
+
+        self.tokens = ["<pad>", "<s>", "</s>", "<unk>", *tokens]
+        self.index = {token: i for i, token in enumerate(self.tokens)}
+        self._detokenizer = MosesDetokenizer(lang=lang)
+
+    @classmethod
+    def from_tokenized(cls, sentences: Iterable[list[str]], size: int, lang: str) -> TargetWords:
+        counts: dict[str, int] = {}
+        for sentence in sentences:
+            for token in sentence:
+                counts[token] = counts.get(token, 0) + 1
+        ranked = sorted(counts, key=lambda token: -counts[token])  # stable: first seen first
+        return cls(ranked[: max(size - 4, 0)], lang)
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def encode(self, tokens: Sequence[str]) -> list[int]:
+        """Ids of Moses ``tokens`` (unknown ones -> ``<unk>``)."""
+        return [self.index.get(token, UNK_ID) for token in tokens]
+
+    def pieces(self, ids: Sequence[int]) -> list[str]:
+        return [self.tokens[i] for i in ids]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Detokenized text up to the first ``<eos>`` (padding and ``<bos>`` skipped)."""
+        if EOS_ID in ids:
+            ids = ids[: ids.index(EOS_ID)]
+        return self._detokenizer.detokenize([self.tokens[i] for i in ids
+                                             if i not in (PAD_ID, BOS_ID)])
 
 
 def read_parallel(src_file: Path, tgt_file: Path) -> list[tuple[str, str]]:
@@ -192,6 +259,9 @@ class TranslationDataModule(SplitDataModule):
             it for the source side, e.g. for characters.
         source_units: ``subwords`` or ``characters`` (the source as single-character pieces
             of the same vocabulary, ``▁`` marking word starts; constant fertility only).
+        target_units: ``subwords`` or ``words`` (Moses tokens, the ``word_vocab_size`` most
+            frequent in the training targets, others ``<unk>``; constant fertility only).
+        word_vocab_size: the size of the target word vocabulary (with its 4 specials).
         sink: append the ``<SINK>`` token to every source (constrained attention needs it).
         fertility_strategy: ``constant`` (no per-token fertilities), ``guided`` or
             ``predicted`` (see the module docstring).
@@ -220,6 +290,8 @@ class TranslationDataModule(SplitDataModule):
         max_length: int | None = 50,
         max_source_length: int | None = None,
         source_units: str = "subwords",
+        target_units: str = "subwords",
+        word_vocab_size: int = 10000,
         sink: bool = False,
         fertility_strategy: str = "constant",
         predictor_epochs: int = 5,
@@ -244,9 +316,13 @@ class TranslationDataModule(SplitDataModule):
         if source_units not in SOURCE_UNITS:
             raise ValueError(f"unknown source_units {source_units!r}; valid: "
                              f"{', '.join(SOURCE_UNITS)}")
-        if source_units == "characters" and fertility_strategy != "constant":
-            raise ValueError("fertility_strategy guided/predicted needs subword sources "
-                             "(the fertilities come from subword alignments)")
+        if target_units not in TARGET_UNITS:
+            raise ValueError(f"unknown target_units {target_units!r}; valid: "
+                             f"{', '.join(TARGET_UNITS)}")
+        units = (source_units, target_units)
+        if units != ("subwords", "subwords") and fertility_strategy != "constant":
+            raise ValueError("fertility_strategy guided/predicted needs subword sources and "
+                             "targets (the fertilities come from subword alignments)")
         if fertility_strategy not in FERTILITIES:
             raise ValueError(f"unknown fertility_strategy {fertility_strategy!r}; valid: "
                              f"{', '.join(FERTILITIES)}")
@@ -330,12 +406,16 @@ class TranslationDataModule(SplitDataModule):
         h = self.hparams
         pairs = {split: self._read(split) for split in SPLITS}
         self.subwords = self._bpe_model(pairs["train"])
+        if h.target_units == "words":
+            self.subwords.target_words = TargetWords.from_tokenized(
+                (self.subwords.tokens(t, h.tgt_lang) for _, t in pairs["train"]),
+                h.word_vocab_size, h.tgt_lang)
         encode_source = (self.subwords.encode if h.source_units == "subwords"
                          else self.subwords.encode_characters)
         max_source = h.max_source_length or h.max_length
         encoded = {}
         for split in SPLITS:
-            items = [(encode_source(s, h.src_lang), self.subwords.encode(t, h.tgt_lang))
+            items = [(encode_source(s, h.src_lang), self.subwords.encode_target(t))
                      for s, t in pairs[split]]
             kept = list(zip(pairs[split], items, strict=True))
             if split == "train":

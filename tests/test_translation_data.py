@@ -7,7 +7,14 @@ import pytest
 import torch
 
 from datamodules.files import MalformedLine, data_root
-from datamodules.translation import BOS_ID, EOS_ID, PAD_ID, SINK_ID, TranslationDataModule
+from datamodules.translation import (
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    SINK_ID,
+    UNK_ID,
+    TranslationDataModule,
+)
 from lit_structattn.metrics.translation import drop_score
 
 from .translation_corpus import write_corpus
@@ -103,6 +110,31 @@ def test_character_sources_spell_the_subwords(tmp_path):
         TranslationDataModule(source_units="bytes")
     with pytest.raises(ValueError, match="needs subword sources"):
         TranslationDataModule(source_units="characters", fertility_strategy="guided")
+
+
+def test_word_targets_round_trip_and_unknown_words(tmp_path):
+    """``target_units="words"``: targets are ids of the most frequent training Moses tokens,
+    rarer ones ``<unk>``; in-vocabulary references detokenize back to themselves."""
+    corpus = tmp_path / "corpus"
+    write_corpus(corpus)
+    dm = ready_module(corpus, tmp_path / "cache", target_units="words", word_vocab_size=500,
+                      source_units="characters", max_source_length=300)
+    words = dm.subwords.target_words
+    assert dm.subwords.target_size == len(words) < 500  # the tiny corpus has few words
+    for _, tgt, index, _ in dm.datasets["test"].items:
+        assert UNK_ID not in tgt
+        assert dm.detokenize(tgt) == dm.datasets["test"].pairs[index][1]
+    assert dm.subwords.target_pieces(dm.subwords.encode_target("The dog runs.")) == [
+        "The", "dog", "runs", "."]
+    small = ready_module(corpus, tmp_path / "cache", target_units="words", word_vocab_size=8)
+    assert len(small.subwords.target_words) == 8
+    # the most frequent tokens: "in" and "the" of every "in the park", ties in order of appearance
+    assert small.subwords.target_words.tokens[4:6] == ["in", "the"]
+    assert UNK_ID in small.datasets["train"].items[0][1]
+    with pytest.raises(ValueError, match="valid: subwords, words"):
+        TranslationDataModule(target_units="characters")
+    with pytest.raises(ValueError, match="needs subword sources and targets"):
+        TranslationDataModule(target_units="words", fertility_strategy="predicted")
 
 
 def test_max_length_drops_long_training_pairs_only(tmp_path):

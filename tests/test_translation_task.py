@@ -75,11 +75,13 @@ def test_fit_and_test_report_every_metric(corpus, tmp_path, row):
 @pytest.mark.parametrize(("row", "extra"), [
     ("hard", ()),
     ("beam_joint", ("--model.init_args.joint_k", "3", "--model.init_args.test_joint_k", "1")),
-    ("segmentation", ("--config", str(CONFIGS / "characters.yaml"))),
+    ("segmentation", ("--config", str(CONFIGS / "characters.yaml"),
+                      "--data.init_args.word_vocab_size", "12",
+                      "--model.init_args.target_vocab_size", "12")),
 ])
 def test_joint_outputs_and_character_sources_fit_and_test(corpus, tmp_path, row, extra):
     """Issue 7's rows through the CLI: hard attention (REINFORCE), beam-joint decoded with
-    another K, segmentation attention over character sources."""
+    another K, segmentation attention from character sources to target words."""
     cli = cli_for(tiny(corpus, tmp_path, row, "--trainer.max_epochs", "1",
                        "--model.init_args.drop_score", "false", *extra))
     cli.trainer.fit(cli.model, datamodule=cli.datamodule)
@@ -91,6 +93,10 @@ def test_joint_outputs_and_character_sources_fit_and_test(corpus, tmp_path, row,
         batch = next(iter(cli.datamodule.test_dataloader()))
         pieces = cli.datamodule.subwords.pieces(batch["src"][0, : batch["src_lengths"][0]])
         assert all(len(piece) == 1 for piece in pieces)
+        assert cli.model.model.generator.out_features == 12
+        assert cli.model.model.encoder.embed.weight is not cli.model.model.tgt_embed.weight
+        (translations,) = tmp_path.rglob("test_translations.txt")
+        assert "▁" not in translations.read_text()  # detokenized words
     if row == "beam_joint":
         assert cli.model.model.joint_k == 3
 
@@ -153,6 +159,14 @@ def test_mismatched_sink_and_vocabulary_are_refused(corpus, tmp_path):
     cli = cli_for(tiny(corpus, tmp_path, "softmax", "--model.init_args.vocab_size", "10",
                        "--trainer.max_epochs", "1"))
     with pytest.raises(ValueError, match="set --model.init_args.vocab_size"):
+        cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    cli = cli_for(tiny(corpus, tmp_path, "softmax", "--data.init_args.target_units", "words",
+                       "--data.init_args.word_vocab_size", "12", "--trainer.max_epochs", "1"))
+    with pytest.raises(ValueError, match="set --model.init_args.target_vocab_size 12"):
+        cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    cli = cli_for(tiny(corpus, tmp_path, "softmax", "--model.init_args.target_vocab_size", "12",
+                       "--trainer.max_epochs", "1"))
+    with pytest.raises(ValueError, match="targets are subwords: leave it unset"):
         cli.trainer.fit(cli.model, datamodule=cli.datamodule)
 
 

@@ -154,6 +154,8 @@ class Seq2Seq(nn.Module):
         encoder_dim: the BiLSTM encoder's size per direction (``encoder="bilstm"``).
         tie_embeddings: share the output layer's weights with the target embeddings (Press &
             Wolf 2017) and, when the vocabularies are one, with the source embeddings.
+        joint_vocab: whether source and target ids index one vocabulary (default: when their
+            sizes are equal); only then are the source embeddings tied too.
         output: ``soft`` (Luong et al.), ``full_joint``, ``beam_joint``, ``sample_joint`` or
             ``hard`` (Shankar et al. 2018; see :meth:`_predict` and :meth:`loss`). Full-joint
             materializes ``[B, T, S, V]``: for small vocabularies (characters, morphology).
@@ -187,6 +189,7 @@ class Seq2Seq(nn.Module):
         tie_embeddings: bool = False,
         output: str = "soft",
         joint_k: int = 6,
+        joint_vocab: bool | None = None,
         **encoder_kwargs,
     ) -> None:
         super().__init__()
@@ -209,7 +212,7 @@ class Seq2Seq(nn.Module):
                 raise ValueError(f"tie_embeddings needs embed_dim == hidden_dim, got {embed_dim} "
                                  f"and {hidden_dim}")
             self.generator.weight = self.tgt_embed.weight
-            if src_vocab == tgt_vocab:  # a joint vocabulary: the source words too
+            if src_vocab == tgt_vocab if joint_vocab is None else joint_vocab:  # source too
                 self.encoder.embed.weight = self.tgt_embed.weight
         self.bos_id, self.eos_id = bos_id, eos_id
         self.constrained = bool(getattr(self.attention, "constrained", False))

@@ -54,6 +54,8 @@ class TranslationTask(Task):
     Args:
         vocab_size: the size of the data's joint subword vocabulary (its ``bpe_size``, unless
             sentencepiece stopped short on a small corpus; checked against the data).
+        target_vocab_size: the size of the target vocabulary when the data's targets are words
+            (``target_units="words"``; checked against the data); None: the joint subwords.
         embed_dim, hidden_dim, encoder_dim, attention, score, input_feed, dropout: see
             :class:`~lit_structattn.models.seq2seq.Seq2Seq` (the encoder is a BiLSTM of
             ``encoder_dim`` per direction).
@@ -83,6 +85,7 @@ class TranslationTask(Task):
     def __init__(
         self,
         vocab_size: int = 8000,
+        target_vocab_size: int | None = None,
         embed_dim: int = 256,
         hidden_dim: int = 256,
         encoder_dim: int = 128,
@@ -114,7 +117,8 @@ class TranslationTask(Task):
         super().__init__()
         self.save_hyperparameters()
         self.model = Seq2Seq(
-            vocab_size, vocab_size, embed_dim, hidden_dim, attention=attention, score=score,
+            vocab_size, target_vocab_size or vocab_size, embed_dim, hidden_dim,
+            attention=attention, score=score, joint_vocab=target_vocab_size is None,
             input_feed=input_feed, dropout=dropout, fertility=fertility, sink=sink,
             exhaustion_bonus=exhaustion_bonus, coverage_vector=coverage_vector,
             encoder="bilstm", encoder_dim=encoder_dim, tie_embeddings=tie_embeddings,
@@ -131,6 +135,15 @@ class TranslationTask(Task):
     def setup(self, stage: str) -> None:
         self.check_vocab_size()
         data = getattr(self.trainer, "datamodule", None)
+        subwords = getattr(data, "subwords", None)
+        expected = None if subwords is None or subwords.target_words is None else \
+            subwords.target_size
+        if subwords is not None and expected != self.hparams.target_vocab_size:
+            raise ValueError(
+                f"model.target_vocab_size={self.hparams.target_vocab_size} but the data's "
+                + ("targets are subwords: leave it unset" if expected is None else
+                   f"target words number {expected}; set --model.init_args.target_vocab_size "
+                   f"{expected}"))
         data_sink = getattr(getattr(data, "hparams", {}), "sink", None)
         if data_sink is not None and data_sink != self.hparams.sink:
             raise ValueError(
@@ -306,7 +319,7 @@ class TranslationTask(Task):
         for b, length in enumerate(batch["src_lengths"].tolist()):
             ids = prediction[b].tolist()
             end = ids.index(self.model.eos_id) if self.model.eos_id in ids else len(ids)
-            output = subwords.pieces(ids[:end]) + ["</s>"]
+            output = subwords.target_pieces(ids[:end]) + ["</s>"]
             records.append({
                 "source_pieces": subwords.pieces(batch["src"][b, :length].tolist()),
                 "output_pieces": output,
