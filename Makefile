@@ -30,6 +30,8 @@ bench: install  ## speed against the peers; writes reports/bench_*.md
 	$(PYTHON) -m bench.easy_first
 	$(PYTHON) -m bench.translation
 	$(PYTHON) -m bench.joint_attention
+	$(PYTHON) -m bench.nli
+	$(PYTHON) -m bench.babi
 
 lint: install
 	ruff check .

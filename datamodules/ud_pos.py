@@ -4,13 +4,15 @@ CoNLL-U (https://universaldependencies.org/format.html): comment lines start wit
 line has 10 tab-separated columns ``ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC``; a
 sentence ends with an empty line. Only syntactic words (integer IDs, 1, 2, ... in order) are kept:
 multiword-token ranges (``3-4``) and empty nodes (``8.1``) are skipped. The words are the FORM
-column and the tags the UPOS column. Files may be gzip-compressed.
+column and the tags the UPOS column; for dependency parsing, :func:`read_conllu_trees` reads the
+FORM and HEAD columns. Files may be gzip-compressed.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,7 @@ from .files import MalformedLine, open_text
 from .tagging import TaggedSentence, TaggingDataModule, label_names
 
 CONLLU_COLUMNS = 10
-ID, FORM, UPOS = 0, 1, 3
+ID, FORM, UPOS, HEAD = 0, 1, 3, 6
 
 
 def read_conllu(path: str | os.PathLike, encoding: str = "utf-8") -> list[TaggedSentence]:
@@ -28,19 +30,39 @@ def read_conllu(path: str | os.PathLike, encoding: str = "utf-8") -> list[Tagged
     number of tab-separated columns other than 10, an ID that is not an integer, a range
     ``a-b`` or a decimal ``a.b``, an integer ID out of sequence, or an empty FORM/UPOS.
     """
-    return list(_iter_conllu(Path(path), encoding))
+    return [TaggedSentence(words, tags) for words, tags, _ in _iter_conllu(Path(path), encoding)]
 
 
-def _iter_conllu(path: Path, encoding: str) -> Iterator[TaggedSentence]:
+@dataclass(frozen=True)
+class DependencyTree:
+    """One sentence with its gold dependency tree: ``heads[i]`` is the 1-based position of the
+    head of word ``i + 1`` (0 = the root)."""
+
+    words: tuple[str, ...]
+    heads: tuple[int, ...]
+
+
+def read_conllu_trees(path: str | os.PathLike, encoding: str = "utf-8") -> list[DependencyTree]:
+    """The ``(FORM, HEAD)`` sentences of a CoNLL-U file (plain or ``.gz``), with the checks of
+    :func:`read_conllu` and also :class:`~datamodules.files.MalformedLine` for a HEAD that is not
+    an integer in ``[0, sentence length]`` or that points at the word itself."""
+    return [DependencyTree(words, heads) for words, _, heads in _iter_conllu(Path(path), encoding)]
+
+
+def _iter_conllu(
+    path: Path, encoding: str
+) -> Iterator[tuple[tuple[str, ...], tuple[str, ...], tuple[int, ...]]]:
+    """``(words, tags, heads)`` per sentence; HEAD is checked at the end of each sentence."""
     words: list[str] = []
     tags: list[str] = []
+    heads: list[tuple[str, int]] = []  # (HEAD column, line number)
     with open_text(path, encoding) as lines:
         for number, line in enumerate(lines, start=1):
             line = line.rstrip("\r\n")
             if not line.strip():
                 if words:
-                    yield TaggedSentence(tuple(words), tuple(tags))
-                words, tags = [], []
+                    yield tuple(words), tuple(tags), _check_heads(path, heads)
+                words, tags, heads = [], [], []
                 continue
             if line.startswith("#"):
                 continue
@@ -62,8 +84,19 @@ def _iter_conllu(path: Path, encoding: str) -> Iterator[TaggedSentence]:
                 raise MalformedLine(path, number, f"empty FORM or UPOS in {line[:80]!r}")
             words.append(form)
             tags.append(upos)
+            heads.append((columns[HEAD], number))
     if words:
-        yield TaggedSentence(tuple(words), tuple(tags))
+        yield tuple(words), tuple(tags), _check_heads(path, heads)
+
+
+def _check_heads(path: Path, heads: list[tuple[str, int]]) -> tuple[int, ...]:
+    checked = []
+    for position, (head, number) in enumerate(heads, start=1):
+        if not head.isdigit() or int(head) > len(heads) or int(head) == position:
+            raise MalformedLine(path, number, f"invalid HEAD {head!r} for word {position} of a "
+                                f"{len(heads)}-word sentence")
+        checked.append(int(head))
+    return tuple(checked)
 
 
 def _is_range(word_id: str) -> bool:

@@ -105,12 +105,64 @@ def run_one(table: Table, row: Row, budget: str, seed: int, root: Path) -> dict:
         "seed": seed,
         "args": args,
         "notes": dict(getattr(cli.model, "report_notes", {})),
+        **({"validation": _best_validation(cli.trainer, table.select_by)}
+           if table.select_by else {}),
         **({"resumed_from": str(resume_from)} if resume_from and not checkpoint else {}),
         **({"tested_checkpoint": checkpoint} if checkpoint else {}),
     }
     out.mkdir(parents=True, exist_ok=True)
     result_file.write_text(json.dumps(result, indent=2))
     return result
+
+
+def _best_validation(trainer, key: str) -> dict[str, float]:
+    """``{key: best score}`` of the run's ModelCheckpoint monitoring ``key`` (empty if none
+    recorded one, e.g. a run that only tested)."""
+    scores = [c.best_model_score for c in trainer.checkpoint_callbacks
+              if c.monitor == key and c.best_model_score is not None]
+    return {key: float(scores[0])} if scores else {}
+
+
+def _best_of(runs: list[dict], key: str, select_by: str) -> float | None:
+    """Test value ``key`` of the run with the best validation ``select_by`` (the lowest seed on
+    ties), None when no run has both."""
+    ranked = [r for r in runs if key in r["metrics"] and select_by in r.get("validation", {})]
+    if not ranked:
+        return None
+    return max(ranked, key=lambda r: r["validation"][select_by])["metrics"][key]
+
+
+def _with_best(cell: str, best: float | None, scale: float) -> str:
+    return f"{'—' if best is None else f'{scale * best:.1f}'} / {cell}"
+
+
+def _group_averages(table: Table, results: dict[str, list[dict]]) -> list[str]:
+    """One line per row group: the average over its rows of every cell (best-on-validation
+    values too, when the table selects), beside the average of the paper's numbers of the same
+    rows."""
+    lines = []
+    for group in dict.fromkeys(row.group for row in table.rows if row.group):
+        rows = [row for row in table.rows if row.group == group and results[row.name]]
+        cells = []
+        for key, _ in table.metrics:
+            means = {row.name: statistics.mean(r["metrics"][key] for r in results[row.name]
+                                               if key in r["metrics"])
+                     for row in rows if any(key in r["metrics"] for r in results[row.name])}
+            if not means:
+                cells.append("—")
+                continue
+            cell = f"{table.scale * statistics.mean(means.values()):.1f}"
+            if table.select_by:
+                bests = [_best_of(results[name], key, table.select_by) for name in means]
+                cell = _with_best(cell, None if None in bests else statistics.mean(bests),
+                                  table.scale)
+            papers = [row.paper[key] for row in rows if row.name in means and key in row.paper]
+            cells.append(cell + (f" (paper {statistics.mean(papers):.1f})"
+                                 if len(papers) == len(means) else ""))
+        count = f"{len(rows)} row{'s' if len(rows) != 1 else ''}"
+        lines.append(f"| average, {group} ({count}) | " + " | ".join(cells)
+                     + " | — | — |")
+    return lines
 
 
 def _cell(values: list[float], scale: float) -> str:
@@ -161,7 +213,9 @@ def render(
         f"**Data:** {table.note}", "",
         *([f"**Rows of the paper's table not run here:** {'; '.join(not_run)}.", ""]
           if not_run else []),
-        "Cells: ours, mean ± standard deviation over seeds"
+        "Cells: ours, "
+        + (f"the test value of the seed best on {table.select_by} / " if table.select_by else "")
+        + "mean ± standard deviation over seeds"
         f"{' (in %)' if table.scale == 100 else ''}, then the paper's number.", "",
         "| " + " | ".join(header) + " |", "|" + "---|" * len(header),
     ]
@@ -170,12 +224,15 @@ def render(
         cells = []
         for key, _ in table.metrics:
             ours = _cell([r["metrics"][key] for r in runs if key in r["metrics"]], table.scale)
+            if table.select_by:
+                ours = _with_best(ours, _best_of(runs, key, table.select_by), table.scale)
             paper = row.paper.get(key)
             cells.append(ours if paper is None else f"{ours} (paper {paper:.1f})")
         wall = statistics.mean(r["wall_seconds"] for r in runs) / 60
         resumed = "*" if any("resumed_from" in r for r in runs) else ""
         lines.append(f"| {row.name} | " + " | ".join(cells)
                      + f" | {len(runs)} | {wall:.1f} min{resumed} |")
+    lines += _group_averages(table, results)
     if any("resumed_from" in r for runs in results.values() for r in runs):
         lines += ["", "\\* a run of this row was interrupted and resumed from its last "
                   "checkpoint: its wall time counts only the part after the resumption."]

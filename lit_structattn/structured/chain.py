@@ -7,8 +7,6 @@ option that forbids selecting the same slot twice in a row.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from torch import Tensor, nn
 
@@ -17,14 +15,25 @@ from .linear_chain import LinearChainCRF
 FORBIDDEN = -1e9  # log-potential of a forbidden transition or a padded slot (exp underflows to 0)
 
 
-@dataclass
 class ChainAttentionOutput:
     """``marginals [B, K, n]`` (p(z_k = i)), ``edge_marginals [B, K-1, n, n]``
-    (p(z_k = i, z_{k+1} = j)) and ``argmax [B, K]`` (the most likely slot sequence)."""
+    (p(z_k = i, z_{k+1} = j)) and ``argmax [B, K]`` (the most likely slot sequence), each
+    computed on first access (a training step that never reads ``argmax`` skips Viterbi)."""
 
-    marginals: Tensor
-    edge_marginals: Tensor
-    argmax: Tensor
+    def __init__(self, crf: LinearChainCRF) -> None:
+        self._crf = crf
+
+    @property
+    def marginals(self) -> Tensor:
+        return self._crf.marginals
+
+    @property
+    def edge_marginals(self) -> Tensor:
+        return self._crf.edge_marginals
+
+    @property
+    def argmax(self) -> Tensor:
+        return self._crf.argmax
 
 
 class ChainAttention(nn.Module):
@@ -58,5 +67,4 @@ class ChainAttention(nn.Module):
         if self.forbid_repeat:
             eye = torch.eye(slots, dtype=torch.bool, device=unary.device)
             pairwise = pairwise.masked_fill(eye, FORBIDDEN)
-        crf = LinearChainCRF(unary, pairwise)
-        return ChainAttentionOutput(crf.marginals, crf.edge_marginals, crf.argmax)
+        return ChainAttentionOutput(LinearChainCRF(unary, pairwise))

@@ -53,6 +53,8 @@ class SyntacticAttention(nn.Module):
         mlp_dim: size of the arc-scoring MLP (default ``hidden_dim``).
         mode: ``structured`` (dependency-CRF marginals) or ``simple`` (softmax over heads).
         multiroot: whether the root may have several children (structured mode).
+        bounded: the paper's outer ``tanh`` on the arc scores (in ``[-1, 1]``); False drops it,
+            ``theta_ij = s^T tanh(W1 h_i + W2 h_j + b)`` (Kiperwasser & Goldberg's scorer).
     """
 
     def __init__(
@@ -62,6 +64,7 @@ class SyntacticAttention(nn.Module):
         mlp_dim: int | None = None,
         mode: str = "structured",
         multiroot: bool = True,
+        bounded: bool = True,
     ) -> None:
         super().__init__()
         if mode not in MODES:
@@ -71,6 +74,7 @@ class SyntacticAttention(nn.Module):
         mlp_dim = mlp_dim or hidden_dim
         self.mode = mode
         self.multiroot = multiroot
+        self.bounded = bounded
         self.root = nn.Parameter(torch.randn(input_dim) * 0.1)
         self.parser = BiLSTMEncoder(input_dim, hidden_dim)
         self.head_proj = nn.Linear(2 * hidden_dim, mlp_dim, bias=True)
@@ -85,7 +89,8 @@ class SyntacticAttention(nn.Module):
         """``theta [B, N+1, N+1]`` for ``words [B, N, D]`` (``theta[b, h, m]``: head h -> m)."""
         states = self.parser(self.with_root(words), lengths + 1)  # [B, N+1, 2H]
         hidden = self.head_proj(states)[:, :, None] + self.modifier_proj(states)[:, None, :]
-        return torch.tanh(self.s(torch.tanh(hidden)).squeeze(-1))
+        scores = self.s(torch.tanh(hidden)).squeeze(-1)
+        return torch.tanh(scores) if self.bounded else scores
 
     def forward(self, words: Tensor, lengths: Tensor) -> SyntacticOutput:
         """Soft parents and children of ``words [B, N, D]`` with ``lengths [B]``."""

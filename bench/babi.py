@@ -1,0 +1,85 @@
+"""Benchmark: the training-step cost of the unary and binary CRF attention over facts against
+MemN2N (Kim et al. 2017, §4.3), in the same run, at the sizes of configs/babi/base.yaml.
+
+bAbI batches of 32 questions (task 16: K = 3 hops, 9 facts; task 2: K = 2, up to 25 facts), one
+step = forward, the answer loss summed over the batch, backward and an SGD update (gradient
+clipping, the same for every model, is left out). The candidates take turns batch by batch, so
+load on a shared machine hits all of them alike; the table gives the median step and its ratio
+to MemN2N (target for the binary CRF: at most 1.5x).
+
+    python -m bench.babi [--steps 100] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import statistics
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from bench.timing import markdown_table, steady_allocator, training_step_times, write_report
+from datamodules.babi import BabiDataModule
+from lit_structattn.models.memory import MODELS, build_memory_model
+from lit_structattn.tasks.qa import PAPER_HOPS
+
+REPORT = Path(__file__).resolve().parent.parent / "reports" / "bench_babi.md"
+TASKS = (16, 2)
+LABELS = {"memn2n": "MemN2N", "unary_crf": "Unary CRF", "binary_crf": "Binary CRF"}
+
+
+def step_times(task: int, steps: int) -> dict[str, list[float]]:
+    """Seconds per training step of every model on ``steps`` training batches of ``task``."""
+    data = BabiDataModule(task=task, batch_size=32)
+    data.setup("fit")
+    batches = list(itertools.islice(itertools.cycle(data.train_dataloader()), steps))
+    models = {}
+    for name in MODELS:
+        torch.manual_seed(0)
+        models[name] = build_memory_model(name, len(data.vocab), hops=PAPER_HOPS[task])
+
+    def loss_of(model):
+        def loss(batch):
+            logits = model(batch["story"], batch["story_lengths"], batch["sentence_lengths"],
+                           batch["query"], batch["query_lengths"]).logits
+            return F.cross_entropy(logits, batch["answer"], reduction="sum")
+        return loss
+
+    optimizers = {name: torch.optim.SGD(model.parameters(), lr=0.01)
+                  for name, model in models.items()}
+    return training_step_times(batches, {name: loss_of(m) for name, m in models.items()},
+                               optimizers)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    allocator = steady_allocator()
+    rows, binary = [], []
+    for task in TASKS:
+        times = step_times(task, args.steps)
+        base = statistics.median(times["memn2n"])
+        for name in MODELS:
+            median = statistics.median(times[name])
+            if name == "binary_crf":
+                binary.append(f"task {task}: {median / base:.2f}x")
+            rows.append((f"task {task} (K = {PAPER_HOPS[task]})", LABELS[name],
+                         f"{1000 * median:.2f}", f"{median / base:.2f}x"))
+    body = "\n\n".join([
+        __doc__.split("\n\n")[1].replace("\n", " "),
+        markdown_table(["batches", "model", "median step (ms)", "vs MemN2N"], rows),
+        f"Binary CRF / MemN2N: {', '.join(binary)} (target <= 1.5x).",
+        allocator,
+    ])
+    write_report(REPORT, "Training step: CRF attention over facts vs MemN2N (bAbI)",
+                 f"python -m bench.babi --steps {args.steps} --threads {args.threads}", body)
+    print(REPORT.read_text())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,237 @@
+"""bAbI question answering (Weston et al. 2015; Kim et al. 2017, §4.3): stories of short
+sentences, questions about them, one-word answers and the ids of the supporting sentences.
+
+Files: ``qa<N>_<name>_{train,test}.txt`` in one folder (``../shared/data/babi_v1.2_en`` holds the
+1k set; point ``data_dir`` at the release's ``en-10k`` folder for the 10k set, same names). Each
+line is ``<id> <sentence>`` or, for a question, ``<id> <question>\\t<answer>\\t<supporting ids>``;
+ids restart at 1 with every story and questions take ids too.
+
+Each question is one example whose memory holds the last ``memory_size`` statements of its story
+before the question (questions are not memories), oldest first; its supporting-fact ids become
+memory slots (-1 for a fact that fell out of the window). Words are lowercased, the final ``.``
+and ``?`` dropped. 10% of the training questions (chosen with ``split_seed``) form the
+validation split.
+
+Batches (word id 0 = padding; ``n`` = most memories, ``L`` = longest sentence, ``S`` = most
+supporting facts in the batch)::
+
+    story [B, n, L], story_lengths [B] (memories), sentence_lengths [B, n] (words, 0 = padding),
+    query [B, L'], query_lengths [B], answer [B], supports [B, S] (slots, -1 = padding),
+    task [B] (bAbI task number), index [B] (example in its split)
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch.utils.data import DataLoader
+
+from .batching import EncodedItems, bucketed_loader
+from .files import MalformedLine, data_root, open_text
+from .splits import SplitDataModule
+
+TASKS = tuple(range(1, 21))
+SOURCE_HINT = ("The bAbI v1.2 tasks (qa<N>_<name>_{train,test}.txt) come from "
+               "https://research.facebook.com/downloads/babi/ (tasks_1-20_v1-2.tar.gz).")
+
+
+@dataclass(frozen=True)
+class Question:
+    """One example: ``memory`` (tokenized statements, oldest first), the question, its answer
+    and its supporting facts as memory slots (-1 = outside the memory window)."""
+
+    task: int
+    memory: tuple[tuple[str, ...], ...]
+    query: tuple[str, ...]
+    answer: str
+    supports: tuple[int, ...]
+
+
+def tokenize(text: str) -> tuple[str, ...]:
+    """Lowercased words of a sentence without its final ``.`` or ``?``."""
+    return tuple(text.strip().rstrip(".?").strip().lower().split())
+
+
+def read_babi(path: Path, task: int, memory_size: int = 25) -> list[Question]:
+    """The questions of one bAbI file.
+
+    Raises:
+        MalformedLine: a line without a leading id, an id that neither starts a story (1) nor
+            follows the previous one, a question line without exactly three tab-separated
+            fields, an empty answer, or a supporting id that is not an earlier statement of the
+            same story.
+    """
+    questions: list[Question] = []
+    statements: list[tuple[str, ...]] = []  # of the current story, in order
+    slot_of_line: dict[int, int] = {}  # statement id -> its index in ``statements``
+    previous_id = 0
+    with open_text(path) as lines:
+        for number, line in enumerate(lines, start=1):
+            line = line.rstrip("\n")
+            if not line.strip():
+                continue
+            head, _, rest = line.partition(" ")
+            if not head.isdigit():
+                raise MalformedLine(path, number, "expected '<id> <sentence>'")
+            line_id = int(head)
+            if line_id == 1:
+                statements, slot_of_line = [], {}
+            elif line_id != previous_id + 1:
+                raise MalformedLine(path, number, f"id {line_id} does not follow {previous_id}")
+            previous_id = line_id
+            if "\t" not in rest:
+                slot_of_line[line_id] = len(statements)
+                statements.append(tokenize(rest))
+                continue
+            fields = rest.split("\t")
+            if len(fields) != 3 or not fields[1].strip():
+                raise MalformedLine(path, number,
+                                    "expected '<id> <question>\\t<answer>\\t<supporting ids>'")
+            query, answer, support_ids = fields
+            if not all(s.isdigit() and int(s) in slot_of_line for s in support_ids.split()):
+                raise MalformedLine(path, number, f"supporting ids {support_ids.strip()!r} are "
+                                    "not all earlier statements of the story")
+            first_kept = max(0, len(statements) - memory_size)
+            slots = tuple(slot_of_line[int(s)] - first_kept for s in support_ids.split())
+            questions.append(Question(task, tuple(statements[first_kept:]), tokenize(query),
+                                      answer.strip().lower(), tuple(max(s, -1) for s in slots)))
+    return questions
+
+
+def task_file(folder: Path, task: int, split: str) -> Path:
+    """``qa<task>_*_<split>.txt`` in ``folder``; ``FileNotFoundError`` if absent."""
+    found = sorted(folder.glob(f"qa{task}_*_{split}.txt"))
+    if not found:
+        raise FileNotFoundError(f"no qa{task}_*_{split}.txt in {folder}. {SOURCE_HINT}")
+    return found[0]
+
+
+class WordVocab:
+    """Words <-> ids: ``<pad>`` 0, ``<unk>`` 1, then ``words`` in order (duplicates ignored)."""
+
+    PAD_ID, UNK_ID = 0, 1
+
+    def __init__(self, words: Iterable[str]) -> None:
+        self.tokens = ["<pad>", "<unk>"]
+        self.index = {token: i for i, token in enumerate(self.tokens)}
+        for word in words:
+            if word not in self.index:
+                self.index[word] = len(self.tokens)
+                self.tokens.append(word)
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def encode(self, words: Iterable[str]) -> list[int]:
+        return [self.index.get(word, self.UNK_ID) for word in words]
+
+    def decode(self, ids: Iterable[int] | torch.Tensor) -> list[str]:
+        """Words of ``ids`` without padding."""
+        ids = ids.tolist() if isinstance(ids, torch.Tensor) else ids
+        return [self.tokens[i] for i in ids if i != self.PAD_ID]
+
+
+class QuestionDataset(EncodedItems):
+    """Encoded questions of one split; ``questions`` keeps the text. Item ``i`` is
+    ``(memory ids, query ids, answer id, supports, task, i)``; batches are bucketed by the
+    number of memories."""
+
+    def __init__(self, questions: Sequence[Question], vocab: WordVocab) -> None:
+        self.questions = list(questions)
+        self.items = [
+            ([vocab.encode(s) for s in q.memory], vocab.encode(q.query),
+             vocab.encode([q.answer])[0], q.supports, q.task, i)
+            for i, q in enumerate(self.questions)
+        ]
+
+
+def _padded(rows: Sequence[Sequence[int]], width: int, value: int = 0) -> list[list[int]]:
+    return [[*row] + [value] * (width - len(row)) for row in rows]
+
+
+def collate_questions(items: Sequence[tuple]) -> dict[str, torch.Tensor]:
+    """Pad dataset items into a batch (see the module docstring)."""
+    memories, queries, answers, supports, tasks, index = zip(*items, strict=True)
+    slots = max(1, max(len(m) for m in memories))
+    words = max(1, max((len(s) for m in memories for s in m), default=1))
+    sentence_lengths = _padded([[len(s) for s in m] for m in memories], slots)
+    story = [_padded([*m, *[[]] * (slots - len(m))], words) for m in memories]
+    return {
+        "story": torch.tensor(story),
+        "story_lengths": torch.tensor([len(m) for m in memories]),
+        "sentence_lengths": torch.tensor(sentence_lengths),
+        "query": torch.tensor(_padded(queries, max(len(q) for q in queries))),
+        "query_lengths": torch.tensor([len(q) for q in queries]),
+        "answer": torch.tensor(answers),
+        "supports": torch.tensor(_padded(supports, max(1, max(map(len, supports))), -1)),
+        "task": torch.tensor(tasks),
+        "index": torch.tensor(index),
+    }
+
+
+class BabiDataModule(SplitDataModule):
+    """One or several bAbI tasks as padded batches.
+
+    Args:
+        data_dir: the folder of the ``qa<N>_*_{train,test}.txt`` files; default
+            ``<data_root>/babi_v1.2_en``.
+        task: a task number 1-20, or a list of them (trained together, one vocabulary).
+        memory_size: statements kept before each question (the most recent ones).
+        val_fraction: share of the training questions held out for validation.
+        split_seed: seed of that hold-out (fixed, independent of the training seed).
+        batch_size, bucket_batches, num_workers, seed: as for the other DataModules.
+
+    After :meth:`setup`: ``vocab`` (words of the training questions, answers included),
+    ``datasets`` and ``tasks``.
+    """
+
+    def __init__(
+        self, data_dir: str | None = None, task: int | list[int] = 1, memory_size: int = 25,
+        val_fraction: float = 0.1, split_seed: int = 0, batch_size: int = 32,
+        bucket_batches: int = 1, num_workers: int = 0, seed: int = 0,
+    ) -> None:
+        super().__init__()
+        self.tasks = (task,) if isinstance(task, int) else tuple(task)
+        unknown = [t for t in self.tasks if t not in TASKS]
+        if unknown or not self.tasks:
+            raise ValueError(f"unknown bAbI task(s) {unknown or self.tasks}; valid: 1-20")
+        self.save_hyperparameters()
+        self.vocab: WordVocab | None = None
+        self.datasets: dict[str, QuestionDataset] = {}
+
+    def folder(self) -> Path:
+        data_dir = self.hparams.data_dir
+        return Path(data_dir).expanduser() if data_dir else data_root() / "babi_v1.2_en"
+
+    def _read(self, split: str) -> list[Question]:
+        return [q for task in self.tasks for q in
+                read_babi(task_file(self.folder(), task, split), task, self.hparams.memory_size)]
+
+    def setup(self, stage: str | None = None) -> None:
+        """Read the tasks' files and hold out the validation questions (once)."""
+        if self.datasets:
+            return
+        train, test = self._read("train"), self._read("test")
+        order = list(range(len(train)))
+        random.Random(self.hparams.split_seed).shuffle(order)
+        held_out = set(order[: round(self.hparams.val_fraction * len(train))])
+        splits = {"train": [q for i, q in enumerate(train) if i not in held_out],
+                  "val": [q for i, q in enumerate(train) if i in held_out], "test": test}
+        self.vocab = WordVocab(word for q in splits["train"]
+                               for word in (*(w for s in q.memory for w in s), *q.query, q.answer))
+        self.datasets = {split: QuestionDataset(questions, self.vocab)
+                         for split, questions in splits.items()}
+
+    def _loader(self, split: str, shuffle: bool = False) -> DataLoader:
+        if not self.datasets:
+            raise RuntimeError("call setup() before asking for a dataloader")
+        h = self.hparams
+        return bucketed_loader(
+            self.datasets[split], self.datasets[split].lengths, collate_questions,
+            batch_size=h.batch_size, bucket_batches=h.bucket_batches, shuffle=shuffle,
+            seed=h.seed, num_workers=h.num_workers,
+        )

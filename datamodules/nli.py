@@ -1,0 +1,333 @@
+"""Natural language inference data: SNLI 1.0 (JSON Lines) and SICK (tab-separated), pretrained
+word vectors in the GloVe text format, and :class:`NLIDataModule`.
+
+SNLI (https://nlp.stanford.edu/projects/snli/): one JSON object per line with ``sentence1``
+(premise), ``sentence2`` (hypothesis), ``gold_label`` and the binary parses
+``sentence{1,2}_binary_parse``, whose tokens (brackets removed) are the words; pairs whose gold
+label is ``-`` (no annotator consensus) are dropped. SICK (Marelli et al. 2014): a header line,
+then 12 tab-separated columns of which ``sentence_A``, ``sentence_B``, ``entailment_label`` and
+``SemEval_set`` (TRAIN / TRIAL / TEST = train / val / test) are used; its sentences are split
+into words at spaces and punctuation. Words are lowercased unless ``lowercase=False``.
+
+Protocols. ``full``: SNLI's train / dev / test files (or a hub dataset), as the papers. ``cpu``:
+for a machine without SNLI train, train on SNLI dev minus a random ``val_fraction`` of it (held
+out for validation) and test on SNLI test. SICK uses its own three splits under both.
+
+Batches (padding id 0)::
+
+    premise             [B, N]  word ids      premise_lengths     [B]
+    hypothesis          [B, M]  word ids      hypothesis_lengths  [B]
+    labels              [B]     index into LABELS (entailment, neutral, contradiction)
+    index               [B]     position of the pair in its split
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import zlib
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader
+
+from .batching import EncodedItems, bucketed_loader
+from .files import MalformedLine, data_root, open_text, require_files
+from .hub import load_hub_dataset
+from .splits import SplitDataModule
+from .tagging import Vocab
+
+LABELS = ("entailment", "neutral", "contradiction")
+DATASETS = ("snli", "sick")
+PROTOCOLS = ("cpu", "full")
+SICK_SPLITS = {"TRAIN": "train", "TRIAL": "val", "TEST": "test"}
+SICK_COLUMNS = 12
+OOV_BUCKETS = 100
+_WORD = re.compile(r"\w+|[^\w\s]")
+
+
+@dataclass(frozen=True)
+class NLIPair:
+    """A premise, a hypothesis (words) and the gold label (one of :data:`LABELS`)."""
+
+    premise: tuple[str, ...]
+    hypothesis: tuple[str, ...]
+    label: str
+
+
+def tokenize(text: str, lowercase: bool = True) -> tuple[str, ...]:
+    """Words and punctuation marks of ``text``."""
+    return tuple(_WORD.findall(text.lower() if lowercase else text))
+
+
+def _parse_tokens(parse: str, lowercase: bool) -> tuple[str, ...]:
+    words = tuple(t for t in parse.split() if t not in ("(", ")"))
+    return tuple(w.lower() for w in words) if lowercase else words
+
+
+def read_snli(path: str | Path, lowercase: bool = True) -> list[NLIPair]:
+    """The labeled pairs of an SNLI JSONL file (plain or ``.gz``); gold label ``-`` is dropped.
+
+    Raises :class:`~datamodules.files.MalformedLine` (``file:line``) for a line that is not a
+    JSON object with ``sentence1``, ``sentence2`` and ``gold_label``, for an unknown label and
+    for an empty sentence.
+    """
+    pairs = []
+    with open_text(path) as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                premise, hypothesis, label = (record["sentence1"], record["sentence2"],
+                                              record["gold_label"])
+            except (json.JSONDecodeError, KeyError, TypeError) as error:
+                raise MalformedLine(path, number, "expected a JSON object with sentence1, "
+                                    f"sentence2 and gold_label ({type(error).__name__}: "
+                                    f"{error})") from None
+            if label == "-":
+                continue
+            if label not in LABELS:
+                raise MalformedLine(path, number, f"unknown gold_label {label!r}; valid: "
+                                    f"{', '.join(LABELS)} or -")
+            words = [_parse_tokens(record[key], lowercase) if key in record
+                     else tokenize(text, lowercase)
+                     for key, text in (("sentence1_binary_parse", premise),
+                                       ("sentence2_binary_parse", hypothesis))]
+            if not all(words):
+                raise MalformedLine(path, number, "empty premise or hypothesis")
+            pairs.append(NLIPair(words[0], words[1], label))
+    return pairs
+
+
+def read_sick(path: str | Path, lowercase: bool = True) -> dict[str, list[NLIPair]]:
+    """The pairs of ``SICK.txt`` by split (``train``/``val``/``test`` from the SemEval_set
+    column TRAIN/TRIAL/TEST).
+
+    Raises :class:`~datamodules.files.MalformedLine` for a line without 12 tab-separated columns,
+    an unknown label or set, or an empty sentence.
+    """
+    splits: dict[str, list[NLIPair]] = {split: [] for split in SICK_SPLITS.values()}
+    with open_text(path) as lines:
+        for number, line in enumerate(lines, start=1):
+            line = line.rstrip("\r\n")
+            if number == 1 or not line.strip():
+                continue  # the header
+            columns = line.split("\t")
+            if len(columns) != SICK_COLUMNS:
+                raise MalformedLine(path, number, f"expected {SICK_COLUMNS} tab-separated "
+                                    f"columns, found {len(columns)}: {line[:80]!r}")
+            label, semeval_set = columns[3].lower(), columns[11]
+            if label not in LABELS:
+                raise MalformedLine(path, number, f"unknown entailment_label {columns[3]!r}")
+            if semeval_set not in SICK_SPLITS:
+                raise MalformedLine(path, number, f"unknown SemEval_set {semeval_set!r}; valid: "
+                                    f"{', '.join(SICK_SPLITS)}")
+            premise, hypothesis = tokenize(columns[1], lowercase), tokenize(columns[2], lowercase)
+            if not premise or not hypothesis:
+                raise MalformedLine(path, number, "empty sentence_A or sentence_B")
+            splits[SICK_SPLITS[semeval_set]].append(NLIPair(premise, hypothesis, label))
+    return splits
+
+
+def read_vectors(path: str | Path, words: Sequence[str], dim: int,
+                 lowercase: bool = True) -> tuple[torch.Tensor, int]:
+    """Fixed input vectors for ``words`` (a vocabulary, index 0 = padding) from a GloVe text
+    file (``token v_1 .. v_dim`` per line; a token may contain spaces).
+
+    Found words get their vector scaled to unit norm; the others one of :data:`OOV_BUCKETS`
+    vectors drawn from ``N(0, 1)`` (seed 0), chosen by a hash of the word (Kim et al. 2017, A.5);
+    the padding row is 0. With ``lowercase`` a file token matches its lowercased form (the first
+    occurrence wins). Returns ``(matrix [len(words), dim], number of words found)``.
+
+    Raises :class:`~datamodules.files.MalformedLine` for a line with fewer than ``dim + 1``
+    fields or a value that is not a number.
+    """
+    wanted = {word: i for i, word in enumerate(words) if i > 0}
+    buckets = torch.randn(OOV_BUCKETS, dim, generator=torch.Generator().manual_seed(0))
+    matrix = torch.stack([buckets[zlib.crc32(w.encode()) % OOV_BUCKETS] for w in words])
+    matrix[0] = 0
+    found: set[int] = set()
+    with open_text(path) as lines:
+        for number, line in enumerate(lines, start=1):
+            fields = line.rstrip("\r\n").split(" ")
+            if len(fields) < dim + 1:
+                raise MalformedLine(path, number, f"expected a token and {dim} values, found "
+                                    f"{len(fields)} fields")
+            token = " ".join(fields[:-dim])
+            index = wanted.get(token.lower() if lowercase else token)
+            if index is None or index in found:
+                continue
+            try:
+                vector = torch.tensor([float(v) for v in fields[-dim:]])
+            except ValueError:
+                raise MalformedLine(path, number, "a vector value is not a number") from None
+            matrix[index] = vector / vector.norm().clamp_min(1e-12)
+            found.add(index)
+    return matrix, len(found)
+
+
+class NLIDataset(EncodedItems):
+    """Encoded pairs of one split: ``items[i] = (premise ids, hypothesis ids, label, i)``;
+    ``pairs`` keeps the words."""
+
+    def __init__(self, pairs: Sequence[NLIPair], vocab: Vocab) -> None:
+        self.pairs = list(pairs)
+        self.items = [(vocab.encode(p.premise), vocab.encode(p.hypothesis), LABELS.index(p.label),
+                       i) for i, p in enumerate(self.pairs)]
+
+    @property
+    def lengths(self) -> list[tuple[int, int]]:
+        """``(premise, hypothesis)`` length of every pair (batches are bucketed by both)."""
+        return [(len(item[0]), len(item[1])) for item in self.items]
+
+
+def collate_pairs(items: Sequence[tuple]) -> dict[str, torch.Tensor]:
+    """Pad encoded pairs into a batch (see the module docstring)."""
+    batch = {}
+    for column, name in ((0, "premise"), (1, "hypothesis")):
+        rows = [item[column] for item in items]
+        width = max(len(row) for row in rows)
+        batch[name] = torch.tensor([row + [0] * (width - len(row)) for row in rows])
+        batch[f"{name}_lengths"] = torch.tensor([len(row) for row in rows])
+    batch["labels"] = torch.tensor([item[2] for item in items])
+    batch["index"] = torch.tensor([item[3] for item in items])
+    return batch
+
+
+class NLIDataModule(SplitDataModule):
+    """SNLI or SICK pairs in length-bucketed batches.
+
+    Args:
+        dataset: ``snli`` or ``sick``.
+        protocol: ``cpu`` (SNLI: train on dev minus ``val_fraction``, test on test) or ``full``
+            (SNLI train / dev / test); SICK always uses its TRAIN / TRIAL / TEST sets.
+        data_dir: the dataset's folder (default: ``snli`` or ``sick`` under
+            :func:`~datamodules.files.data_root`).
+        hub_name, hub_config: a Hugging Face dataset for the ``full`` protocol, used only when
+            ``data_dir`` is None (columns ``premise``/``hypothesis`` or ``sentence_A``/
+            ``sentence_B``, and ``label`` = index into :data:`LABELS`, -1 dropped).
+        vectors: a GloVe-format text file; then :attr:`vectors` holds fixed input vectors
+            (:func:`read_vectors`) for the words of every split; otherwise the vocabulary is the
+            training words (``min_count`` times or more; others map to ``<unk>``).
+        vector_dim: size of those vectors.
+        val_fraction: share of SNLI dev held out for validation under ``cpu``.
+        lowercase: lowercase the words.
+        batch_size, bucket_batches, num_workers, seed: batching (``seed`` also draws the
+            held-out pairs).
+
+    After :meth:`setup`: ``vocab``, ``labels`` (= :data:`LABELS`), ``vectors`` (``[V, D]`` or
+    None), ``vectors_found`` and ``datasets`` (``train``/``val``/``test`` :class:`NLIDataset`).
+    """
+
+    snli_files = {"train": "snli_1.0_train.jsonl.gz", "dev": "snli_1.0_dev.jsonl.gz",
+                  "test": "snli_1.0_test.jsonl.gz"}
+    sick_file = "SICK.txt"
+
+    def __init__(
+        self,
+        dataset: str = "snli",
+        protocol: str = "cpu",
+        data_dir: str | None = None,
+        hub_name: str | None = None,
+        hub_config: str | None = None,
+        vectors: str | None = None,
+        vector_dim: int = 300,
+        val_fraction: float = 0.1,
+        lowercase: bool = True,
+        min_count: int = 1,
+        batch_size: int = 32,
+        bucket_batches: int = 50,
+        num_workers: int = 0,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        for name, value, valid in (("dataset", dataset, DATASETS),
+                                   ("protocol", protocol, PROTOCOLS)):
+            if value not in valid:
+                raise ValueError(f"unknown {name} {value!r}; valid: {', '.join(valid)}")
+        if not 0 < val_fraction < 1:
+            raise ValueError(f"val_fraction must lie in (0, 1), got {val_fraction}")
+        self.save_hyperparameters()
+        self.labels = LABELS
+        self.vocab: Vocab | None = None
+        self.vectors: torch.Tensor | None = None
+        self.vectors_found = 0
+        self.datasets: dict[str, NLIDataset] = {}
+
+    def data_folder(self) -> Path:
+        """The local folder read (``data_dir`` or the dataset's folder under ``data_root()``)."""
+        if self.hparams.data_dir is not None:
+            return Path(self.hparams.data_dir).expanduser()
+        return data_root() / self.hparams.dataset
+
+    def read_splits(self) -> dict[str, list[NLIPair]]:
+        """``train``/``val``/``test`` pairs under the configured dataset and protocol."""
+        h = self.hparams
+        if h.hub_name is not None and h.data_dir is None:
+            return {split: self._hub_split(split) for split in ("train", "val", "test")}
+        hint = ("SNLI: https://nlp.stanford.edu/projects/snli/ (snli_1.0_{train,dev,test}.jsonl); "
+                "SICK: SICK.txt of the SemEval-2014 Task 1 distribution.")
+        if h.dataset == "sick":
+            folder = require_files(self.data_folder(), [self.sick_file], hint)
+            return read_sick(folder / self.sick_file, h.lowercase)
+        names = self.snli_files if h.protocol == "full" else {
+            k: v for k, v in self.snli_files.items() if k != "train"}
+        folder = require_files(self.data_folder(), names.values(), hint)
+        read = {split: read_snli(folder / name, h.lowercase) for split, name in names.items()}
+        if h.protocol == "full":
+            return {"train": read["train"], "val": read["dev"], "test": read["test"]}
+        order = list(range(len(read["dev"])))
+        random.Random(h.seed).shuffle(order)
+        held_out = set(order[: round(h.val_fraction * len(order))])
+        return {"train": [p for i, p in enumerate(read["dev"]) if i not in held_out],
+                "val": [p for i, p in enumerate(read["dev"]) if i in held_out],
+                "test": read["test"]}
+
+    def _hub_split(self, split: str) -> list[NLIPair]:
+        h = self.hparams
+        name = {"train": "train", "val": "validation", "test": "test"}[split]
+        files = ", ".join(self.snli_files.values())
+        rows = load_hub_dataset(h.hub_name, h.hub_config, name,
+                                f"pass data_dir=<a folder with {files}>")
+        return pairs_from_hub(rows, h.lowercase)
+
+    def setup(self, stage: str | None = None) -> None:
+        """Read the splits, build the vocabulary (and the vectors); once."""
+        if self.datasets:
+            return
+        h = self.hparams
+        splits = self.read_splits()
+        used = splits.values() if h.vectors else [splits["train"]]
+        counts = Counter(w for pairs in used for p in pairs for w in (*p.premise, *p.hypothesis))
+        self.vocab = Vocab.build(counts, 1 if h.vectors else h.min_count)
+        if h.vectors:
+            self.vectors, self.vectors_found = read_vectors(h.vectors, self.vocab.tokens,
+                                                            h.vector_dim, h.lowercase)
+        self.datasets = {split: NLIDataset(pairs, self.vocab) for split, pairs in splits.items()}
+
+    def _loader(self, split: str, shuffle: bool = False) -> DataLoader:
+        h = self.hparams
+        data = self.datasets[split]
+        return bucketed_loader(data, data.lengths, collate_pairs, batch_size=h.batch_size,
+                               bucket_batches=h.bucket_batches, shuffle=shuffle, seed=h.seed,
+                               num_workers=h.num_workers)
+
+
+def pairs_from_hub(rows: Iterable[dict[str, Any]], lowercase: bool = True) -> list[NLIPair]:
+    """Hub rows (``premise``/``hypothesis`` or ``sentence_A``/``sentence_B``, integer
+    ``label`` indexing :data:`LABELS`, -1 = no gold label) as pairs."""
+    pairs = []
+    for row in rows:
+        premise = row.get("premise", row.get("sentence_A"))
+        hypothesis = row.get("hypothesis", row.get("sentence_B"))
+        if row["label"] < 0:
+            continue
+        pairs.append(NLIPair(tokenize(premise, lowercase), tokenize(hypothesis, lowercase),
+                             LABELS[row["label"]]))
+    return pairs

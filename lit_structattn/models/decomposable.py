@@ -1,0 +1,183 @@
+"""The decomposable attention model for natural language inference (Parikh et al. 2016) with the
+intra-sentence variants of Kim et al. (2017, §4.4 and A.5).
+
+Input representations: word vectors (fixed pretrained ones, or trained embeddings) projected by
+a trained linear layer, ``x_i`` ``[B, N, H]``. Intra-sentence attention then concatenates each
+word with a parent, ``x^_i = [x_i; sum_k p(k -> i) x_k]`` (``k = 0`` is a learned root vector):
+
+* ``none``: ``x^_i = x_i`` (Parikh et al. without intra-sentence attention);
+* ``simple``: ``p(k -> i)`` a softmax over the heads ``k`` of the parsing-layer scores;
+* ``structured``: ``p(k -> i)`` the arc marginals of a projective dependency CRF over the same
+  scores (syntactic attention); the parsing layer is shared by premise and hypothesis;
+* ``hard_parent``: ``p(k -> i) = 1`` for the head in the Eisner parse of a supervised parser
+  (frozen), ``x^_i = [x_i; x_head(i)]``;
+* ``pretrained_structured``: ``structured`` with the parsing layer taken from a supervised
+  parser (then trained on with the rest).
+
+The parsing layer (:class:`~lit_structattn.models.parser.DependencyParser`) has its own word
+embeddings, as the paper's (there initialised with GloVe), a BiLSTM and the arc MLP of A.1.
+
+Attend: ``e_ij = F(x^_i)^T F(y^_j)``, ``beta_i = sum_j softmax_j(e_ij) y^_j``,
+``alpha_j = sum_i softmax_i(e_ij) x^_i``. Compare: ``G([x^_i; beta_i])``, ``G([y^_j;
+alpha_j])``. Aggregate: sums over the words, ``H`` on their concatenation, a linear layer to
+the label scores. ``F``, ``G``, ``H``: 2 layers of ReLU units with dropout before each layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from ..attention.transforms import masked_softmax
+from ..encoders import lengths_to_mask
+from .parser import DependencyParser
+
+INTRA = ("none", "simple", "structured", "hard_parent", "pretrained_structured")
+SUPERVISED = ("hard_parent", "pretrained_structured")
+
+
+@dataclass
+class DecomposableOutput:
+    """``logits [B, C]``; ``premise_attention [B, N, M]`` (row i: premise word i's
+    distribution over the hypothesis words), ``hypothesis_attention [B, M, N]``;
+    ``premise_parents [B, N+1, N+1]`` / ``hypothesis_parents [B, M+1, M+1]``: ``p(k -> i)`` at
+    ``[b, k, i]`` (index 0 = root), None for ``none``."""
+
+    logits: Tensor
+    premise_attention: Tensor
+    hypothesis_attention: Tensor
+    premise_parents: Tensor | None
+    hypothesis_parents: Tensor | None
+
+
+def mlp(input_dim: int, hidden_dim: int, dropout: float) -> nn.Sequential:
+    """Dropout, linear, ReLU, twice: ``[..., input_dim] -> [..., hidden_dim]``."""
+    return nn.Sequential(nn.Dropout(dropout), nn.Linear(input_dim, hidden_dim), nn.ReLU(),
+                         nn.Dropout(dropout), nn.Linear(hidden_dim, hidden_dim), nn.ReLU())
+
+
+class DecomposableAttention(nn.Module):
+    """Premise/hypothesis word ids -> label scores.
+
+    Args:
+        vocab_size: word ids ``0 .. vocab_size - 1`` (0 = padding).
+        num_classes: labels.
+        embed_dim: word vector size (ignored when ``vectors`` is given).
+        hidden_dim: size of the projection and of every MLP layer (paper: 300).
+        intra: one of :data:`INTRA`.
+        dropout: before every MLP layer (paper: 0.2).
+        vectors: fixed input vectors ``[vocab_size, D]`` (e.g. unit-norm GloVe), or None for
+            trained embeddings.
+        parser_embed_dim, parser_dim: the parsing layer's word vectors and BiLSTM size per
+            direction (paper: 300, 100), for ``simple`` / ``structured``.
+        parser: the supervised parser, required by :data:`SUPERVISED` variants (its own
+            vocabulary and sizes are kept).
+        parser_ids: ``[vocab_size]`` long, the parser-vocabulary id of every word id (with
+            ``parser``).
+        init_std: every trained weight starts from ``N(0, init_std^2)`` (paper: 0.01); None
+            keeps PyTorch's default initialization. Trained word embeddings start from
+            ``N(0, 1)`` either way, like the paper's out-of-vocabulary vectors.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        num_classes: int = 3,
+        embed_dim: int = 300,
+        hidden_dim: int = 300,
+        intra: str = "none",
+        dropout: float = 0.2,
+        vectors: Tensor | None = None,
+        parser_embed_dim: int = 100,
+        parser_dim: int = 100,
+        parser: DependencyParser | None = None,
+        parser_ids: Tensor | None = None,
+        init_std: float | None = 0.01,
+    ) -> None:
+        super().__init__()
+        if intra not in INTRA:
+            raise ValueError(f"unknown intra-sentence attention {intra!r}; valid: "
+                             f"{', '.join(INTRA)}")
+        if (intra in SUPERVISED) != (parser is not None) or (parser is None) != (
+                parser_ids is None):
+            raise ValueError(f"intra={intra!r}: give parser and parser_ids exactly for "
+                             f"{' and '.join(SUPERVISED)}")
+        self.intra = intra
+        if vectors is None:
+            self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=0)
+        else:
+            self.embedding = nn.Embedding.from_pretrained(vectors, freeze=True, padding_idx=0)
+        self.project = nn.Linear(self.embedding.embedding_dim, hidden_dim)
+        features = hidden_dim if intra == "none" else 2 * hidden_dim
+        self.root = nn.Parameter(torch.zeros(hidden_dim)) if intra != "none" else None
+        self.parser = None
+        if intra in ("simple", "structured"):
+            self.parser = DependencyParser(vocab_size, parser_embed_dim, parser_dim, mode=intra)
+        self.attend = mlp(features, hidden_dim, dropout)
+        self.compare = mlp(2 * features, hidden_dim, dropout)
+        self.aggregate = mlp(2 * hidden_dim, hidden_dim, dropout)
+        self.out = nn.Linear(hidden_dim, num_classes)
+        self._initialize(init_std, vectors)
+        if parser is not None:
+            self.parser = parser
+            self.register_buffer("parser_ids", parser_ids, persistent=False)
+            if intra == "hard_parent":
+                self.parser.requires_grad_(False)
+        else:
+            self.parser_ids = None
+
+    def _initialize(self, std: float | None, vectors: Tensor | None) -> None:
+        embeddings = [self.embedding] + ([self.parser.embedding] if self.parser else [])
+        with torch.no_grad():
+            for name, parameter in self.named_parameters():
+                if std is not None and parameter.requires_grad and not name.endswith(
+                        "embedding.weight"):
+                    parameter.normal_(0.0, std)
+            for embedding in embeddings:
+                if embedding.weight.requires_grad:
+                    if vectors is not None and vectors.shape == embedding.weight.shape:
+                        embedding.weight.copy_(vectors)
+                    else:
+                        embedding.weight.normal_()
+                    embedding.weight[0] = 0
+
+    def represent(self, words: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor | None]:
+        """``(x^ [B, N, F], p(k -> i) [B, N+1, N+1] or None)`` for ``words [B, N]`` with
+        ``lengths [B]``; ``F`` is ``hidden_dim``, doubled with a parent."""
+        x = self.project(self.embedding(words))  # [B, N, H]
+        if self.parser is None:
+            return x, None
+        ids = words if self.parser_ids is None else self.parser_ids[words]
+        if self.intra == "hard_parent":
+            size = words.shape[1] + 1
+            heads = self.parser.parse(ids, lengths)  # [B, N+1]
+            is_word = (torch.arange(size, device=words.device) > 0) & lengths_to_mask(
+                lengths + 1, size)
+            parents = nn.functional.one_hot(heads, size).transpose(1, 2) * is_word[:, None, :]
+            parents = parents.to(x.dtype)
+        else:
+            parents = self.parser.marginals(ids, lengths)
+        nodes = torch.cat([self.root.to(x.dtype).expand(len(x), 1, -1), x], dim=1)  # [B, N+1, H]
+        soft_parent = parents.transpose(1, 2)[:, 1:] @ nodes  # sum_k p(k -> i) x_k, [B, N, H]
+        return torch.cat([x, soft_parent], dim=-1), parents
+
+    def forward(self, premise: Tensor, premise_lengths: Tensor, hypothesis: Tensor,
+                hypothesis_lengths: Tensor) -> DecomposableOutput:
+        """``premise [B, N]`` and ``hypothesis [B, M]`` word ids (0 = padding) with their
+        lengths ``[B]`` -> :class:`DecomposableOutput`."""
+        a, a_parents = self.represent(premise, premise_lengths)  # [B, N, F]
+        b, b_parents = self.represent(hypothesis, hypothesis_lengths)  # [B, M, F]
+        a_mask = lengths_to_mask(premise_lengths, premise.shape[1])  # [B, N]
+        b_mask = lengths_to_mask(hypothesis_lengths, hypothesis.shape[1])  # [B, M]
+        pairs = a_mask[:, :, None] & b_mask[:, None, :]  # [B, N, M]
+        scores = self.attend(a) @ self.attend(b).transpose(1, 2)  # e_ij, [B, N, M]
+        to_hypothesis = masked_softmax(scores, dim=2, mask=pairs)  # over j, [B, N, M]
+        to_premise = masked_softmax(scores, dim=1, mask=pairs).transpose(1, 2)  # over i, [B, M, N]
+        beta = to_hypothesis @ b  # [B, N, F]
+        alpha = to_premise @ a  # [B, M, F]
+        v1 = (self.compare(torch.cat([a, beta], -1)) * a_mask[..., None]).sum(1)  # [B, H]
+        v2 = (self.compare(torch.cat([b, alpha], -1)) * b_mask[..., None]).sum(1)  # [B, H]
+        logits = self.out(self.aggregate(torch.cat([v1, v2], -1)))  # [B, C]
+        return DecomposableOutput(logits, to_hypothesis, to_premise, a_parents, b_parents)

@@ -1,0 +1,152 @@
+"""bAbI question answering (Kim et al. 2017, §4.3, A.4, Table 4): MemN2N against the unary and
+binary CRF attention over facts."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from ..figures import AttentionMap
+from ..metrics.qa import Accuracy, FactSequenceAccuracy
+from ..models.memory import MemoryOutput, build_memory_model
+from .base import Task
+
+PAPER_HOPS = {2: 2, 3: 3, 7: 3, 8: 3, 11: 2, 13: 2, 14: 2, 15: 2, 16: 3, 17: 2, 18: 2, 19: 2}
+"""K per bAbI task in Table 4; tasks not in the table get 2 hops."""
+
+
+class QATask(Task):
+    """Trains a memory model (:mod:`lit_structattn.models.memory`) on bAbI batches
+    (:class:`datamodules.babi.BabiDataModule`).
+
+    Loss: the cross-entropy of the answers summed over the batch (the MemN2N convention the
+    learning rate 0.01 goes with). SGD, ``lr`` halved every ``lr_halving_epochs`` epochs; clip
+    the gradient norm at 40 with ``trainer.gradient_clip_val``. Linear start: the model runs in
+    its linear-start mode during the first ``linear_start_epochs`` epochs (the mode is saved in
+    checkpoints, so a checkpoint is evaluated as it was trained).
+
+    Logs ``train/loss`` (per question), ``val/loss``, ``val/accuracy``, ``val/fact_accuracy``,
+    ``test/accuracy`` and ``test/fact_accuracy`` (supporting-fact sequence accuracy; not logged
+    when every question belongs to ``fact_excluded_tasks``).
+
+    Args:
+        model: ``memn2n``, ``unary_crf`` or ``binary_crf``.
+        vocab_size: None = the DataModule's vocabulary size (read when the model is built).
+        hops: K; None = the paper's K for the DataModule's task(s) (``PAPER_HOPS``, the largest
+            when several tasks are trained together).
+        embed_dim, memory_size, temporal_noise, init_std: of the model.
+    """
+
+    def __init__(
+        self, model: str = "memn2n", vocab_size: int | None = None, hops: int | None = None,
+        embed_dim: int = 20, memory_size: int = 25, temporal_noise: float = 0.1,
+        init_std: float = 0.1, lr: float = 0.01, lr_halving_epochs: int = 25,
+        linear_start_epochs: int = 20, fact_excluded_tasks: tuple[int, ...] = (7, 8),
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.model = None
+        if vocab_size is not None and hops is not None:
+            self._build(vocab_size, hops)
+        self.accuracy = torch.nn.ModuleDict({s: Accuracy() for s in ("val", "test")})
+        self.fact_accuracy = torch.nn.ModuleDict(
+            {s: FactSequenceAccuracy(fact_excluded_tasks) for s in ("val", "test")})
+
+    def _build(self, vocab_size: int, hops: int) -> None:
+        h = self.hparams
+        self.model = build_memory_model(
+            h.model, vocab_size, hops=hops, embed_dim=h.embed_dim, memory_size=h.memory_size,
+            temporal_noise=h.temporal_noise, init_std=h.init_std)
+        self.hparams.vocab_size, self.hparams.hops = vocab_size, hops
+
+    def configure_model(self) -> None:
+        """Build the model from the DataModule's vocabulary and tasks where the configuration
+        left ``vocab_size`` or ``hops`` open."""
+        if self.model is not None:
+            self.check_vocab_size()
+            return
+        data = self.trainer.datamodule
+        vocab_size = self.hparams.vocab_size or len(data.vocab)
+        hops = self.hparams.hops or max(PAPER_HOPS.get(task, 2) for task in data.tasks)
+        self._build(vocab_size, hops)
+        self.check_vocab_size()
+
+    @property
+    def report_notes(self) -> dict[str, str]:
+        return {"hops (K)": str(self.hparams.hops)}
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> MemoryOutput:
+        return self.model(batch["story"], batch["story_lengths"], batch["sentence_lengths"],
+                          batch["query"], batch["query_lengths"])
+
+    def on_train_epoch_start(self) -> None:
+        self.model.embeddings.linear_start = (
+            self.current_epoch < self.hparams.linear_start_epochs)
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        logits = self(batch).logits
+        loss = F.cross_entropy(logits, batch["answer"], reduction="sum")
+        self.log("train/loss", loss / len(logits), prog_bar=True, batch_size=len(logits))
+        return loss
+
+    def _evaluate(self, batch: dict[str, torch.Tensor], split: str) -> None:
+        output = self(batch)
+        self.accuracy[split].update(output.logits.argmax(-1), batch["answer"])
+        self.log(f"{split}/accuracy", self.accuracy[split], prog_bar=True,
+                 batch_size=len(output.logits))
+        self.fact_accuracy[split].update(output.fact_sequence, batch["supports"], batch["task"])
+        if split == "val":
+            loss = F.cross_entropy(output.logits, batch["answer"])
+            self.log("val/loss", loss, sync_dist=True, batch_size=len(output.logits))
+
+    def _log_fact_accuracy(self, split: str) -> None:
+        value = self.fact_accuracy[split].compute()  # synced across processes
+        self.fact_accuracy[split].reset()
+        if not math.isnan(float(value)):
+            self.log(f"{split}/fact_accuracy", value)
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        self._evaluate(batch, "val")
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_fact_accuracy("val")
+
+    def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        self._evaluate(batch, "test")
+
+    def on_test_epoch_end(self) -> None:
+        self._log_fact_accuracy("test")
+
+    @torch.no_grad()
+    def attention_figures(self, batch: dict[str, torch.Tensor], vocab, limit: int) -> list:
+        """Per example of ``batch`` (the first ``limit``): a heatmap of p(z_k = i) with a row per
+        fact (its sentence as label, the gold supporting facts in red) and a column per step;
+        for the binary CRF also p(z_k = i, z_{k+1} = j) per pair of steps."""
+        output = self(batch)
+        figures = []
+        for b in range(min(limit, len(batch["answer"]))):
+            facts = int(batch["story_lengths"][b])
+            sentences = [f"{i}: {' '.join(vocab.decode(batch['story'][b, i]))}"
+                         for i in range(facts)]
+            question = " ".join(vocab.decode(batch["query"][b]))
+            gold = [int(s) for s in batch["supports"][b] if s >= 0]
+            title = (f"{question}? {vocab.tokens[int(batch['answer'][b])]} "
+                     f"(predicted {vocab.tokens[int(output.logits[b].argmax())]})")
+            steps = output.attention.shape[1]
+            figures.append((f"attention/example_{b}", AttentionMap(
+                title, output.attention[b, :, :facts].T, sentences,
+                [f"z{k + 1}" for k in range(steps)], highlight_rows=gold)))
+            if output.edge_marginals is not None:
+                for k in range(steps - 1):
+                    figures.append((f"edge_marginals/example_{b}_z{k + 1}_z{k + 2}", AttentionMap(
+                        f"p(z{k + 1} = row, z{k + 2} = column): {question}?",
+                        output.edge_marginals[b, k, :facts, :facts], sentences,
+                        [str(i) for i in range(facts)], highlight_rows=gold)))
+        return figures
+
+    def configure_optimizers(self):
+        optimizer = torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
+        halving = torch.optim.lr_scheduler.StepLR(optimizer, self.hparams.lr_halving_epochs, 0.5)
+        return {"optimizer": optimizer, "lr_scheduler": halving}

@@ -1,0 +1,161 @@
+"""The memory models (MemN2N, unary and binary CRF): padding invariance, float64 gradcheck of the
+CRF path, a falling loss, the linear-start switch; and the QA metrics against hand-computed
+values."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from lit_structattn.metrics.qa import Accuracy, FactSequenceAccuracy, fact_sequence_correct
+from lit_structattn.models.memory import MODELS, build_memory_model, position_encoding
+
+VOCAB = 12
+
+
+def random_batch(batch=3, slots=4, words=5, seed=0):
+    """Stories with 2..slots facts of 1..words words (ids >= 1), right-padded with 0."""
+    g = torch.Generator().manual_seed(seed)
+    story_lengths = torch.randint(2, slots + 1, (batch,), generator=g)
+    sentence_lengths = torch.randint(1, words + 1, (batch, slots), generator=g)
+    sentence_lengths *= torch.arange(slots) < story_lengths[:, None]
+    story = torch.randint(1, VOCAB, (batch, slots, words), generator=g)
+    story *= torch.arange(words) < sentence_lengths[..., None]
+    query_lengths = torch.randint(1, 4, (batch,), generator=g)
+    query = torch.randint(1, VOCAB, (batch, 3), generator=g)
+    query *= torch.arange(3) < query_lengths[:, None]
+    return story, story_lengths, sentence_lengths, query, query_lengths
+
+
+def make(name, embed_dim=6, **kwargs):
+    torch.manual_seed(0)
+    return build_memory_model(name, VOCAB, hops=3, embed_dim=embed_dim, memory_size=8,
+                              **kwargs).eval()
+
+
+def test_position_encoding_matches_the_formula():
+    weights = position_encoding(torch.tensor([3]), 4, 2)[0]  # J = 3, D = 2
+    for j in (1, 2, 3):
+        for d in (1, 2):
+            expected = 1 + 4 * (d - 1.5) * (j - 2) / (2 * 3)
+            assert math.isclose(float(weights[j - 1, d - 1]), expected, abs_tol=1e-6)
+    assert (weights[3] == 0).all()  # beyond the sentence
+    one_word = position_encoding(torch.tensor([1]), 1, 5)[0]
+    assert torch.equal(one_word, torch.ones(1, 5))  # a one-word sentence: plain bag of words
+    long = position_encoding(torch.tensor([40]), 40, 50)[0]  # about twice the paper's form
+    j, d = torch.arange(1, 41.0)[:, None] / 40, torch.arange(1, 51.0) / 50
+    torch.testing.assert_close(long, 2 * ((1 - j) - d * (1 - 2 * j)), atol=0.1, rtol=0)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_padding_facts_and_words_changes_nothing(name):
+    model = make(name)
+    story, story_lengths, sentence_lengths, query, query_lengths = random_batch()
+    out = model(story, story_lengths, sentence_lengths, query, query_lengths)
+    padded_story = F.pad(story, (0, 3, 0, 2))  # 3 more word columns, 2 more (empty) facts
+    padded_query = F.pad(query, (0, 2))
+    padded = model(padded_story, story_lengths, F.pad(sentence_lengths, (0, 2)), padded_query,
+                   query_lengths)
+    torch.testing.assert_close(padded.logits, out.logits)
+    torch.testing.assert_close(padded.attention[..., :4], out.attention)
+    assert (padded.attention[..., 4:] == 0).all()
+    assert torch.equal(padded.fact_sequence, out.fact_sequence)
+    if out.edge_marginals is not None:
+        torch.testing.assert_close(padded.edge_marginals[..., :4, :4], out.edge_marginals)
+        assert padded.edge_marginals[..., 4:, :].abs().sum() == 0
+
+
+@pytest.mark.parametrize(("name", "linear_start"), [("unary_crf", True), ("binary_crf", False)])
+def test_gradcheck_of_the_crf_path(name, linear_start):
+    model = make(name, embed_dim=2).double()
+    model.embeddings.linear_start = linear_start
+    story, story_lengths, sentence_lengths, query, query_lengths = random_batch(2, 3, 3)
+    names = ["embeddings.words", "embeddings.ages", "query_map"]
+    params = tuple(dict(model.named_parameters())[n].detach().clone().requires_grad_()
+                   for n in names)
+
+    def logits(*values):
+        state = dict(zip(names, values, strict=True))
+        return torch.func.functional_call(
+            model, state, (story, story_lengths, sentence_lengths, query, query_lengths)).logits
+
+    assert torch.autograd.gradcheck(logits, params, eps=1e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_loss_falls_on_a_tiny_batch(name):
+    model = make(name).train()
+    inputs = random_batch(batch=8, seed=1)
+    answers = torch.randint(1, VOCAB, (8,), generator=torch.Generator().manual_seed(2))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    losses = []
+    for _ in range(60):
+        loss = F.cross_entropy(model(*inputs).logits, answers, reduction="sum")
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0]
+
+
+def test_linear_start_removes_the_memn2n_softmax_and_is_saved():
+    model = make("memn2n")
+    inputs = random_batch()
+    model.embeddings.linear_start = True
+    linear = model(*inputs).attention
+    assert not torch.allclose(linear.sum(-1), torch.ones(3, 3))
+    state = {key: value.clone() for key, value in model.state_dict().items()}
+    model.embeddings.linear_start = False
+    soft = model(*inputs).attention
+    torch.testing.assert_close(soft.sum(-1), torch.ones(3, 3))
+    real = torch.arange(4) < inputs[1][:, None]
+    first_hop = linear[:, 0].masked_fill(~real, float("-inf")).softmax(-1)
+    torch.testing.assert_close(soft[:, 0], first_hop)  # same scores, softmax re-inserted
+    model.load_state_dict(state)
+    assert model.embeddings.linear_start
+
+
+@pytest.mark.parametrize("name", ["unary_crf", "binary_crf"])
+def test_crf_log_softmax_leaves_the_chain_distribution_unchanged(name):
+    model = make(name)
+    inputs = random_batch()
+    model.embeddings.linear_start = True
+    before = model(*inputs)
+    model.embeddings.linear_start = False
+    after = model(*inputs)
+    torch.testing.assert_close(after.attention, before.attention)
+    torch.testing.assert_close(after.logits, before.logits)
+
+
+def test_binary_crf_never_selects_a_fact_twice_in_a_row():
+    out = make("binary_crf")(*random_batch(seed=3))
+    diagonal = torch.diagonal(out.edge_marginals, dim1=-2, dim2=-1)
+    assert diagonal.abs().max() < 1e-6
+    assert (out.fact_sequence[:, 1:] != out.fact_sequence[:, :-1]).all()
+
+
+def test_fact_sequence_accuracy_by_hand():
+    predicted = torch.tensor([[2, 0], [1, 3], [0, 1], [4, 4], [1, 2]])
+    supports = torch.tensor([[2, 0, -1], [1, 2, -1], [0, 1, 3], [4, -1, -1], [1, 2, -1]])
+    assert fact_sequence_correct(predicted, supports).tolist() == [True, False, False, False,
+                                                                   True]
+    metric = FactSequenceAccuracy()
+    metric.update(predicted, supports, torch.tensor([2, 2, 2, 2, 7]))  # the task 7 row is out
+    assert float(metric.compute()) == pytest.approx(1 / 4)
+    only_excluded = FactSequenceAccuracy()
+    only_excluded.update(predicted, supports, torch.full((5,), 8))
+    assert math.isnan(float(only_excluded.compute()))
+    accuracy = Accuracy()
+    accuracy.update(torch.tensor([1, 2, 3]), torch.tensor([1, 0, 3]))
+    accuracy.update(torch.tensor([5]), torch.tensor([5]))
+    assert float(accuracy.compute()) == pytest.approx(3 / 4)
+
+
+def test_unknown_model_and_binary_with_one_hop():
+    with pytest.raises(ValueError, match="valid: memn2n, unary_crf, binary_crf"):
+        build_memory_model("lstm", VOCAB)
+    with pytest.raises(ValueError, match="hops >= 2"):
+        build_memory_model("binary_crf", VOCAB, hops=1)
