@@ -10,7 +10,7 @@ import torch
 from lit_structattn.encoders import lengths_to_mask
 from lit_structattn.models.seq2seq import EncodedSource, Seq2Seq
 
-from .seq2seq_training import train
+from .seq2seq_training import copy_task, train
 
 
 def mixture(model, queries, weights, source, keep=None):
@@ -60,10 +60,7 @@ def test_beam_joint_learns_and_decodes_with_another_k():
     torch.manual_seed(1)
     model = Seq2Seq(12, 12, embed_dim=16, hidden_dim=16, output="beam_joint", joint_k=3,
                     input_feed=True, encoder="bilstm", encoder_dim=8)
-    src = torch.randint(3, 12, (16, 5))
-    lengths = torch.full((16,), 5)
-    tgt_in = torch.cat([torch.full((16, 1), model.bos_id), src], 1)
-    tgt_out = torch.cat([src, torch.full((16, 1), model.eos_id)], 1)
+    src, lengths, tgt_in, tgt_out = copy_task(model)
     losses = train(model, src, lengths, tgt_in, tgt_out, steps=80)
     assert losses[-1] < 0.3 * losses[0]
     model.eval()

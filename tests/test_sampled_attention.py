@@ -12,7 +12,7 @@ import torch
 
 from lit_structattn.models.seq2seq import Seq2Seq
 
-from .seq2seq_training import train
+from .seq2seq_training import copy_task, train
 
 
 def tiny(output, samples, seed=0):
@@ -75,10 +75,7 @@ def test_sampled_outputs_learn_a_copy_task_and_decode(output):
     torch.manual_seed(2)
     model = Seq2Seq(12, 12, embed_dim=16, hidden_dim=16, output=output, joint_k=6,
                     input_feed=True, encoder="bilstm", encoder_dim=8)
-    src = torch.randint(3, 12, (16, 5))
-    lengths = torch.full((16,), 5)
-    tgt_in = torch.cat([torch.full((16, 1), model.bos_id), src], 1)
-    tgt_out = torch.cat([src, torch.full((16, 1), model.eos_id)], 1)
+    src, lengths, tgt_in, tgt_out = copy_task(model)
     losses = train(model, src, lengths, tgt_in, tgt_out, steps=100)
     assert losses[-1] < 0.3 * losses[0]
     model.eval()
