@@ -23,7 +23,7 @@ supporting facts in the batch)::
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +33,7 @@ from torch.utils.data import DataLoader
 from .batching import EncodedItems, bucketed_loader
 from .files import MalformedLine, data_root, open_text
 from .splits import SplitDataModule
+from .tagging import Vocab
 
 TASKS = tuple(range(1, 21))
 SOURCE_HINT = ("The bAbI v1.2 tasks (qa<N>_<name>_{train,test}.txt) come from "
@@ -110,37 +111,12 @@ def task_file(folder: Path, task: int, split: str) -> Path:
     return found[0]
 
 
-class WordVocab:
-    """Words <-> ids: ``<pad>`` 0, ``<unk>`` 1, then ``words`` in order (duplicates ignored)."""
-
-    PAD_ID, UNK_ID = 0, 1
-
-    def __init__(self, words: Iterable[str]) -> None:
-        self.tokens = ["<pad>", "<unk>"]
-        self.index = {token: i for i, token in enumerate(self.tokens)}
-        for word in words:
-            if word not in self.index:
-                self.index[word] = len(self.tokens)
-                self.tokens.append(word)
-
-    def __len__(self) -> int:
-        return len(self.tokens)
-
-    def encode(self, words: Iterable[str]) -> list[int]:
-        return [self.index.get(word, self.UNK_ID) for word in words]
-
-    def decode(self, ids: Iterable[int] | torch.Tensor) -> list[str]:
-        """Words of ``ids`` without padding."""
-        ids = ids.tolist() if isinstance(ids, torch.Tensor) else ids
-        return [self.tokens[i] for i in ids if i != self.PAD_ID]
-
-
 class QuestionDataset(EncodedItems):
     """Encoded questions of one split; ``questions`` keeps the text. Item ``i`` is
     ``(memory ids, query ids, answer id, supports, task, i)``; batches are bucketed by the
     number of memories."""
 
-    def __init__(self, questions: Sequence[Question], vocab: WordVocab) -> None:
+    def __init__(self, questions: Sequence[Question], vocab: Vocab) -> None:
         self.questions = list(questions)
         self.items = [
             ([vocab.encode(s) for s in q.memory], vocab.encode(q.query),
@@ -200,7 +176,7 @@ class BabiDataModule(SplitDataModule):
         if unknown or not self.tasks:
             raise ValueError(f"unknown bAbI task(s) {unknown or self.tasks}; valid: 1-20")
         self.save_hyperparameters()
-        self.vocab: WordVocab | None = None
+        self.vocab: Vocab | None = None
         self.datasets: dict[str, QuestionDataset] = {}
 
     def folder(self) -> Path:
@@ -221,7 +197,7 @@ class BabiDataModule(SplitDataModule):
         held_out = set(order[: round(self.hparams.val_fraction * len(train))])
         splits = {"train": [q for i, q in enumerate(train) if i not in held_out],
                   "val": [q for i, q in enumerate(train) if i in held_out], "test": test}
-        self.vocab = WordVocab(word for q in splits["train"]
+        self.vocab = Vocab(word for q in splits["train"]
                                for word in (*(w for s in q.memory for w in s), *q.query, q.answer))
         self.datasets = {split: QuestionDataset(questions, self.vocab)
                          for split, questions in splits.items()}

@@ -128,9 +128,10 @@ class QATask(Task):
         figures = []
         for b in range(min(limit, len(batch["answer"]))):
             facts = int(batch["story_lengths"][b])
-            sentences = [f"{i}: {' '.join(vocab.decode(batch['story'][b, i]))}"
+            words = batch["sentence_lengths"][b]
+            sentences = [f"{i}: {' '.join(vocab.decode(batch['story'][b, i, : words[i]]))}"
                          for i in range(facts)]
-            question = " ".join(vocab.decode(batch["query"][b]))
+            question = " ".join(vocab.decode(batch["query"][b, : batch["query_lengths"][b]]))
             gold = [int(s) for s in batch["supports"][b] if s >= 0]
             title = (f"{question}? {vocab.tokens[int(batch['answer'][b])]} "
                      f"(predicted {vocab.tokens[int(output.logits[b].argmax())]})")
