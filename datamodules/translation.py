@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -161,12 +162,8 @@ class TargetWords:
 
     @classmethod
     def from_tokenized(cls, sentences: Iterable[list[str]], size: int, lang: str) -> TargetWords:
-        counts: dict[str, int] = {}
-        for sentence in sentences:
-            for token in sentence:
-                counts[token] = counts.get(token, 0) + 1
-        ranked = sorted(counts, key=lambda token: -counts[token])  # stable: first seen first
-        return cls(ranked[: max(size - 4, 0)], lang)
+        counts = Counter(token for sentence in sentences for token in sentence)
+        return cls([token for token, _ in counts.most_common(max(size - 4, 0))], lang)
 
     def __len__(self) -> int:
         return len(self.tokens)
