@@ -173,6 +173,7 @@ class TargetWords:
         return [self.index.get(token, UNK_ID) for token in tokens]
 
     def pieces(self, ids: Sequence[int]) -> list[str]:
+        """The words of ``ids`` (``IndexError`` for an id outside the vocabulary)."""
         return [self.tokens[i] for i in ids]
 
     def decode(self, ids: Sequence[int]) -> str:
