@@ -1,0 +1,94 @@
+"""Diagnostic: gradient norms of NEF-F taggers in their first training steps, per attention.
+
+Why NEF-F with sparsemax trains badly here (reports/easy_first_pos.md). Each model trains
+as the `cpu` budget does (Adagrad lr 0.1, clipping at norm 5, dropout 0.2, batches of 16
+English UD training sentences, the same batches in the same order for every model); reported:
+the median and largest gradient norm *before* clipping over the steps, and the training loss
+of the last step. ``scores detached`` cuts the gradient through the attention scores ``z``
+(the sketches still get theirs): if the norms fall back, they grow along the score path
+``z^n -> alpha^n -> s^n -> z^{n+1}``, compounded over the N sketch steps.
+
+    python -m bench.easy_first_gradients [--steps 150]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from pathlib import Path
+
+import torch
+
+from bench.timing import markdown_table, write_report
+from datamodules.ud_pos import UDPOSDataModule
+from lit_structattn.models.easy_first import EasyFirstTagger
+
+REPORT = Path(__file__).resolve().parent.parent / "reports" / "bench_easy_first_gradients.md"
+MODELS = {  # name: (attention, N, detach the scores)
+    "softmax, N=L": ("softmax", "L", False),
+    "csoftmax, N=L": ("csoftmax", "L", False),
+    "sparsemax, N=2": ("sparsemax", 2, False),
+    "sparsemax, N=5": ("sparsemax", 5, False),
+    "sparsemax, N=L": ("sparsemax", "L", False),
+    "sparsemax, N=L, scores detached": ("sparsemax", "L", True),
+}
+
+
+class _DetachedScores(torch.nn.Module):
+    """Wraps the score vector ``v`` so that no gradient flows back through ``z``."""
+
+    def __init__(self, v: torch.nn.Linear) -> None:
+        super().__init__()
+        self.v = v
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.v(x).detach()
+
+
+def gradient_norms(batches: list[dict], sizes: tuple[int, int, int], attention: str,
+                   steps: int | str, detach: bool) -> tuple[list[float], float]:
+    """Pre-clipping gradient norms of every step and the last step's loss."""
+    torch.manual_seed(0)
+    model = EasyFirstTagger(*sizes, attention=attention, update="full", steps=steps, dropout=0.2)
+    if detach:
+        model.decoder.v = _DetachedScores(model.decoder.v)
+    optimizer = torch.optim.Adagrad(model.parameters(), lr=0.1)
+    norms = []
+    for batch in batches:
+        outputs = model(batch["words"], batch["lengths"], batch["prefixes"], batch["suffixes"])
+        loss = model.loss(outputs, batch["tags"], batch["lengths"])
+        optimizer.zero_grad()
+        loss.backward()
+        norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)))
+        optimizer.step()
+    return norms, loss.item()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=150)
+    parser.add_argument("--no-report", action="store_true", help="print only")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    data = UDPOSDataModule(batch_size=16, max_train_length=50, min_count=2)
+    data.setup("fit")
+    loader = iter(data.train_dataloader())
+    batches = [next(loader) for _ in range(args.steps)]
+    sizes = (len(data.vocab), len(data.tag_vocab), len(data.affix_vocab))
+    rows = []
+    for name, (attention, steps, detach) in MODELS.items():
+        norms, loss = gradient_norms(batches, sizes, attention, steps, detach)
+        rows.append([name, f"{statistics.median(norms):.3g}", f"{max(norms):.3g}", f"{loss:.1f}"])
+        print(name, rows[-1][1:], flush=True)
+    table = markdown_table(["NEF-F attention", "median gradient norm", "largest", "last loss"],
+                           rows)
+    print(table)
+    if not args.no_report:
+        body = f"{__doc__.split(chr(10) * 2)[1]}\n\n{args.steps} training steps.\n\n{table}"
+        write_report(REPORT, "Easy-first taggers: gradient norms in the first training steps",
+                     f"python -m bench.easy_first_gradients --steps {args.steps}", body)
+
+
+if __name__ == "__main__":
+    main()
