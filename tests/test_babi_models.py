@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lit_structattn.metrics.qa import Accuracy, FactSequenceAccuracy, fact_sequence_correct
+from lit_structattn.metrics.qa import FactSequenceAccuracy, fact_sequence_correct
 from lit_structattn.models.memory import MODELS, build_memory_model, position_encoding
 
 VOCAB = 12
@@ -148,10 +148,6 @@ def test_fact_sequence_accuracy_by_hand():
     only_excluded = FactSequenceAccuracy()
     only_excluded.update(predicted, supports, torch.full((5,), 8))
     assert math.isnan(float(only_excluded.compute()))
-    accuracy = Accuracy()
-    accuracy.update(torch.tensor([1, 2, 3]), torch.tensor([1, 0, 3]))
-    accuracy.update(torch.tensor([5]), torch.tensor([5]))
-    assert float(accuracy.compute()) == pytest.approx(3 / 4)
 
 
 def test_unknown_model_and_binary_with_one_hop():

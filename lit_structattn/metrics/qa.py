@@ -1,6 +1,6 @@
-"""Question-answering metrics of Kim et al. (2017, Table 4): answer accuracy and supporting-fact
-sequence accuracy, as torchmetrics ``Metric`` s whose states are counts summed across processes
-(exact under DDP)."""
+"""The supporting-fact sequence accuracy of Kim et al. (2017, Table 4), as a torchmetrics
+``Metric`` whose states are counts summed across processes (exact under DDP). (Answer accuracy
+is torchmetrics' ``MeanMetric`` of the per-question hits.)"""
 
 from __future__ import annotations
 
@@ -24,25 +24,6 @@ def fact_sequence_correct(predicted: torch.Tensor, supports: torch.Tensor) -> to
         gold = torch.cat([gold, gold.new_full((len(gold), steps - gold.shape[1]), -1)], 1)
     same_count = (supports >= 0).sum(1) == steps
     return same_count & (predicted == gold).all(1)
-
-
-class Accuracy(Metric):
-    """Share of questions whose predicted answer equals the gold one."""
-
-    is_differentiable, higher_is_better, full_state_update = False, True, False
-
-    def __init__(self, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.add_state("correct", torch.tensor(0), dist_reduce_fx="sum")
-        self.add_state("total", torch.tensor(0), dist_reduce_fx="sum")
-
-    def update(self, predicted: torch.Tensor, gold: torch.Tensor) -> None:
-        """``predicted``, ``gold``: ``[B]`` answer ids."""
-        self.correct += (predicted == gold).sum()
-        self.total += gold.numel()
-
-    def compute(self) -> torch.Tensor:
-        return self.correct / self.total.clamp_min(1)
 
 
 class FactSequenceAccuracy(Metric):

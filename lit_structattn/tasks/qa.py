@@ -7,9 +7,10 @@ import math
 
 import torch
 import torch.nn.functional as F
+from torchmetrics import MeanMetric
 
 from ..figures import AttentionMap
-from ..metrics.qa import Accuracy, FactSequenceAccuracy
+from ..metrics.qa import FactSequenceAccuracy
 from ..models.memory import MemoryOutput, build_memory_model
 from .base import Task
 
@@ -50,7 +51,7 @@ class QATask(Task):
         self.model = None
         if vocab_size is not None and hops is not None:
             self._build(vocab_size, hops)
-        self.accuracy = torch.nn.ModuleDict({s: Accuracy() for s in ("val", "test")})
+        self.accuracy = torch.nn.ModuleDict({s: MeanMetric() for s in ("val", "test")})
         self.fact_accuracy = torch.nn.ModuleDict(
             {s: FactSequenceAccuracy(fact_excluded_tasks) for s in ("val", "test")})
 
@@ -93,7 +94,7 @@ class QATask(Task):
 
     def _evaluate(self, batch: dict[str, torch.Tensor], split: str) -> None:
         output = self(batch)
-        self.accuracy[split].update(output.logits.argmax(-1), batch["answer"])
+        self.accuracy[split].update((output.logits.argmax(-1) == batch["answer"]).float())
         self.log(f"{split}/accuracy", self.accuracy[split], prog_bar=True,
                  batch_size=len(output.logits))
         self.fact_accuracy[split].update(output.fact_sequence, batch["supports"], batch["task"])
