@@ -28,9 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from torch.utils.data import DataLoader
 
-from .batching import EncodedItems, bucketed_loader
+from .batching import EncodedItems
 from .files import MalformedLine, data_root, open_text
 from .splits import SplitDataModule
 from .tagging import Vocab
@@ -202,12 +201,4 @@ class BabiDataModule(SplitDataModule):
         self.datasets = {split: QuestionDataset(questions, self.vocab)
                          for split, questions in splits.items()}
 
-    def _loader(self, split: str, shuffle: bool = False) -> DataLoader:
-        if not self.datasets:
-            raise RuntimeError("call setup() before asking for a dataloader")
-        h = self.hparams
-        return bucketed_loader(
-            self.datasets[split], self.datasets[split].lengths, collate_questions,
-            batch_size=h.batch_size, bucket_batches=h.bucket_batches, shuffle=shuffle,
-            seed=h.seed, num_workers=h.num_workers,
-        )
+    collate = staticmethod(collate_questions)  # batches of the length-bucketed loaders

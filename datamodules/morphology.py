@@ -18,9 +18,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import torch
-from torch.utils.data import DataLoader
 
-from .batching import EncodedItems, bucketed_loader, seq2seq_batch
+from .batching import EncodedItems, seq2seq_batch
 from .files import MalformedLine, data_root, open_text
 from .splits import SplitDataModule
 
@@ -150,12 +149,4 @@ class InflectionDataModule(SplitDataModule):
         self.datasets = {split: InflectionDataset(examples, self.vocab)
                          for split, examples in splits.items()}
 
-    def _loader(self, split: str, shuffle: bool = False) -> DataLoader:
-        if not self.datasets:
-            raise RuntimeError("call setup() before asking for a dataloader")
-        h = self.hparams
-        return bucketed_loader(
-            self.datasets[split], self.datasets[split].lengths, collate_inflections,
-            batch_size=h.batch_size, bucket_batches=h.bucket_batches, shuffle=shuffle,
-            seed=h.seed, num_workers=h.num_workers,
-        )
+    collate = staticmethod(collate_inflections)  # batches of the length-bucketed loaders

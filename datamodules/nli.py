@@ -34,9 +34,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader
 
-from .batching import EncodedItems, bucketed_loader
+from .batching import EncodedItems
 from .files import MalformedLine, data_root, open_text, require_files
 from .hub import load_hub_dataset
 from .splits import SplitDataModule
@@ -311,12 +310,7 @@ class NLIDataModule(SplitDataModule):
                                                             h.vector_dim, h.lowercase)
         self.datasets = {split: NLIDataset(pairs, self.vocab) for split, pairs in splits.items()}
 
-    def _loader(self, split: str, shuffle: bool = False) -> DataLoader:
-        h = self.hparams
-        data = self.datasets[split]
-        return bucketed_loader(data, data.lengths, collate_pairs, batch_size=h.batch_size,
-                               bucket_batches=h.bucket_batches, shuffle=shuffle, seed=h.seed,
-                               num_workers=h.num_workers)
+    collate = staticmethod(collate_pairs)  # batches of the length-bucketed loaders
 
 
 def pairs_from_hub(rows: Iterable[dict[str, Any]], lowercase: bool = True) -> list[NLIPair]:

@@ -2,17 +2,39 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import lightning as L
 from torch.utils.data import DataLoader
+
+from .batching import bucketed_loader
 
 
 class SplitDataModule(L.LightningDataModule):
     """A DataModule with ``train``/``val``/``test`` splits served by one method,
-    :meth:`_loader`; ``predict`` reads the test split."""
+    :meth:`_loader`; ``predict`` reads the test split.
+
+    By default :meth:`_loader` serves length-bucketed batches of ``self.datasets[split]`` (a
+    dataset with ``lengths``, built by ``setup``) through the subclass's ``collate`` function,
+    with the hyper-parameters ``batch_size``, ``bucket_batches``, ``seed`` and ``num_workers``.
+    """
+
+    collate: Callable[[list], dict] | None = None
+
+    def _batch_size(self, shuffle: bool) -> int:
+        """Sentences per batch (``shuffle``: for training)."""
+        return self.hparams.batch_size
 
     def _loader(self, split: str, shuffle: bool = False) -> DataLoader:
-        """The DataLoader of ``split`` (shuffled for training)."""
-        raise NotImplementedError
+        """Length-bucketed batches (:class:`~datamodules.batching.BucketBatchSampler`): training
+        batches in random order, evaluation batches from the whole split, shortest first."""
+        if not getattr(self, "datasets", None):
+            raise RuntimeError("call setup() before asking for a dataloader")
+        h, data = self.hparams, self.datasets[split]
+        return bucketed_loader(data, data.lengths, self.collate,
+                               batch_size=self._batch_size(shuffle),
+                               bucket_batches=h.bucket_batches, shuffle=shuffle, seed=h.seed,
+                               num_workers=h.num_workers)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", shuffle=True)

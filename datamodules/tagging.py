@@ -36,9 +36,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 
-from .batching import bucketed_loader
 from .files import data_root, require_files
 from .hub import load_hub_dataset
 from .splits import SplitDataModule
@@ -449,17 +448,7 @@ class TaggingDataModule(SplitDataModule):
         self.tag_vocab = Vocab(tags, unk=False)
         return SentenceEncoder(self.vocab, self.affix_vocab, self.tag_vocab)
 
-    def _loader(self, split: str, shuffle: bool = False) -> DataLoader:
-        """Length-bucketed batches (:class:`~datamodules.batching.BucketBatchSampler`): training
-        batches in random order, evaluation batches from the whole split, shortest first."""
-        if not self.datasets:
-            raise RuntimeError("call setup() before asking for a dataloader")
-        h = self.hparams
-        return bucketed_loader(
-            self.datasets[split], self.datasets[split].lengths, collate_tagged,
-            batch_size=h.batch_size, bucket_batches=h.bucket_batches, shuffle=shuffle,
-            seed=h.seed, num_workers=h.num_workers,
-        )
+    collate = staticmethod(collate_tagged)  # batches of the length-bucketed loaders
 
 
 def sentences_from_columns(

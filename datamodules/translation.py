@@ -36,10 +36,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import torch
-from torch.utils.data import DataLoader
 
 from .alignment import Links, align
-from .batching import EncodedItems, bucketed_loader, seq2seq_batch
+from .batching import EncodedItems, seq2seq_batch
 from .fertility import guided_fertility_table, lookup_fertilities
 from .files import MalformedLine, data_root, open_text
 from .hub import load_hub_dataset
@@ -516,15 +515,8 @@ class TranslationDataModule(SplitDataModule):
         """Target-language text of a model output or a ``tgt_out`` row."""
         return self.subwords.decode(ids, self.hparams.tgt_lang)
 
-    def _loader(self, split: str, shuffle: bool = False) -> DataLoader:
-        """Length-bucketed batches; training batches in random order, evaluation batches
-        shortest first."""
-        if not self.datasets:
-            raise RuntimeError("call setup() before asking for a dataloader")
+    collate = staticmethod(collate_pairs)  # batches of the length-bucketed loaders
+
+    def _batch_size(self, shuffle: bool) -> int:
         h = self.hparams
-        return bucketed_loader(
-            self.datasets[split], self.datasets[split].lengths, collate_pairs,
-            batch_size=h.batch_size if shuffle else h.eval_batch_size or h.batch_size,
-            bucket_batches=h.bucket_batches, shuffle=shuffle,
-            seed=h.seed, num_workers=h.num_workers,
-        )
+        return h.batch_size if shuffle else h.eval_batch_size or h.batch_size

@@ -43,9 +43,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import torch
-from torch.utils.data import DataLoader
 
-from .batching import EncodedItems, bucketed_loader, seq2seq_batch
+from .batching import EncodedItems, seq2seq_batch
 from .splits import SplitDataModule
 
 OPERATORS = ("+", "*")
@@ -311,17 +310,7 @@ class TreeTransductionDataModule(SplitDataModule):
             formulas = make_split(name, depths, per_depth, h.seed, h.nest_prob, seen)
             self.datasets[name] = TreeTransductionDataset(formulas, self.vocab)
 
-    def _loader(self, split: str, shuffle: bool = False) -> DataLoader:
-        """Length-bucketed batches (see :class:`~datamodules.batching.BucketBatchSampler`);
-        training batches come in random order, evaluation batches shortest first."""
-        if not self.datasets:
-            raise RuntimeError("call setup() before asking for a dataloader")
-        h = self.hparams
-        return bucketed_loader(
-            self.datasets[split], self.datasets[split].lengths, collate_formulas,
-            batch_size=h.batch_size, bucket_batches=h.bucket_batches, shuffle=shuffle,
-            seed=h.seed, num_workers=h.num_workers,
-        )
+    collate = staticmethod(collate_formulas)  # batches of the length-bucketed loaders
 
 
 def _check_positive(name: str, value: int) -> None:

