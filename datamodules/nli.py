@@ -40,6 +40,7 @@ from .files import MalformedLine, data_root, open_text, require_files
 from .hub import load_hub_dataset
 from .splits import SplitDataModule
 from .tagging import Vocab
+from .vectors import read_word_vectors
 
 LABELS = ("entailment", "neutral", "contradiction")
 DATASETS = ("snli", "sick")
@@ -137,37 +138,27 @@ def read_sick(path: str | Path, lowercase: bool = True) -> dict[str, list[NLIPai
 def read_vectors(path: str | Path, words: Sequence[str], dim: int,
                  lowercase: bool = True) -> tuple[torch.Tensor, int]:
     """Fixed input vectors for ``words`` (a vocabulary, index 0 = padding) from a GloVe text
-    file (``token v_1 .. v_dim`` per line; a token may contain spaces).
+    file (read by :func:`~datamodules.vectors.read_word_vectors`).
 
     Found words get their vector scaled to unit norm; the others one of :data:`OOV_BUCKETS`
     vectors drawn from ``N(0, 1)`` (seed 0), chosen by a hash of the word (Kim et al. 2017, A.5);
     the padding row is 0. With ``lowercase`` a file token matches its lowercased form (the first
     occurrence wins). Returns ``(matrix [len(words), dim], number of words found)``.
 
-    Raises :class:`~datamodules.files.MalformedLine` for a line with fewer than ``dim + 1``
-    fields or a value that is not a number.
+    Raises :class:`~datamodules.files.MalformedLine` (file and line) for a malformed line.
     """
     wanted = {word: i for i, word in enumerate(words) if i > 0}
     buckets = torch.randn(OOV_BUCKETS, dim, generator=torch.Generator().manual_seed(0))
     matrix = torch.stack([buckets[zlib.crc32(w.encode()) % OOV_BUCKETS] for w in words])
     matrix[0] = 0
     found: set[int] = set()
-    with open_text(path) as lines:
-        for number, line in enumerate(lines, start=1):
-            fields = line.rstrip("\r\n").split(" ")
-            if len(fields) < dim + 1:
-                raise MalformedLine(path, number, f"expected a token and {dim} values, found "
-                                    f"{len(fields)} fields")
-            token = " ".join(fields[:-dim])
-            index = wanted.get(token.lower() if lowercase else token)
-            if index is None or index in found:
-                continue
-            try:
-                vector = torch.tensor([float(v) for v in fields[-dim:]])
-            except ValueError:
-                raise MalformedLine(path, number, "a vector value is not a number") from None
-            matrix[index] = vector / vector.norm().clamp_min(1e-12)
-            found.add(index)
+    key = str.lower if lowercase else str
+    for token, values in read_word_vectors(
+            path, dim, lambda t: key(t) in wanted and wanted[key(t)] not in found):
+        vector = torch.tensor(values)
+        index = wanted[key(token)]
+        matrix[index] = vector / vector.norm().clamp_min(1e-12)
+        found.add(index)
     return matrix, len(found)
 
 

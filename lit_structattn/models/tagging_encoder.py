@@ -12,13 +12,13 @@ direction) and dropout again.
 
 from __future__ import annotations
 
-import gzip
-import math
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 from torch import Tensor, nn
+
+from datamodules.vectors import read_word_vectors
 
 from ..encoders import BiLSTMEncoder, lengths_to_mask
 
@@ -142,22 +142,6 @@ class TaggingEncoder(nn.Module):
 # ---------------------------------------------------------------------- pretrained vectors
 
 
-def _parse_float(text: str) -> float | None:
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
-
-
-def _is_int(text: str) -> bool:
-    try:
-        int(text)
-    except ValueError:
-        return False
-    return True
-
-
 def load_pretrained_vectors(
     path: str | Path,
     vocab_tokens: Sequence[str],
@@ -169,10 +153,8 @@ def load_pretrained_vectors(
 ) -> tuple[Tensor, int]:
     """Initial word-embedding matrix from a text file of word vectors.
 
-    Formats: one ``token v_1 ... v_dim`` per line separated by spaces or tabs (GloVe, word2vec
-    text, Polyglot vectors dumped as text), optionally after a word2vec header ``N D``; ``.gz``
-    files are read compressed. A token may contain spaces (GloVe 840B): the last ``dim`` fields
-    are the vector. The first occurrence of a token wins.
+    Formats: those of :func:`datamodules.vectors.read_word_vectors` (GloVe, word2vec text,
+    Polyglot vectors dumped as text; ``.gz`` or not). The first occurrence of a token wins.
 
     Args:
         path: the vector file.
@@ -188,13 +170,10 @@ def load_pretrained_vectors(
         (the padding row is not counted).
 
     Raises:
-        ValueError: ``file:line`` of a malformed line (too few fields, a value that is not a
-            finite number, undecodable UTF-8) or of a dimension mismatch (header or vector).
+        MalformedLine: (a ``ValueError``) ``file:line`` of a malformed line (too few fields, a
+            value that is not a finite number, undecodable UTF-8) or of a dimension mismatch.
         FileNotFoundError: ``path`` does not exist.
     """
-    path = Path(path)
-    if dim <= 0:
-        raise ValueError(f"load_pretrained_vectors: dim must be positive, got {dim}")
     index: dict[str, list[int]] = {}
     for i, token in enumerate(vocab_tokens):
         if i != padding_idx:
@@ -207,41 +186,11 @@ def load_pretrained_vectors(
 
     exact: dict[int, list[float]] = {}
     fallback: dict[int, list[float]] = {}
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            where = f"{path}:{number}"
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as error:
-                raise ValueError(f"{where}: not valid UTF-8 ({error.reason})") from None
-            fields = line.rstrip("\r\n").split()
-            if not fields:
-                continue
-            if number == 1 and len(fields) == 2 and dim != 1 and all(map(_is_int, fields)):
-                if int(fields[1]) != dim:
-                    raise ValueError(f"{where}: the header says vectors of size {fields[1]}, "
-                                     f"expected {dim}")
-                continue
-            found = len(fields) - 1
-            if found < dim:
-                raise ValueError(f"{where}: expected a token and {dim} values, found {found} "
-                                 "values (malformed line or dimension mismatch)")
-            if found > dim and all(_parse_float(f) is not None for f in fields[1:found - dim + 1]):
-                raise ValueError(f"{where}: found {found} values, expected {dim} "
-                                 "(dimension mismatch)")
-            token = " ".join(fields[: len(fields) - dim])
-            if token not in index and token not in lowered:
-                continue
-            texts = fields[len(fields) - dim:]
-            values = [_parse_float(f) for f in texts]
-            if any(v is None for v in values):
-                bad = texts[values.index(None)]
-                raise ValueError(f"{where}: {bad!r} is not a finite number")
-            for i in index.get(token, ()):
-                exact.setdefault(i, values)
-            for i in lowered.get(token, ()):
-                fallback.setdefault(i, values)
+    for token, values in read_word_vectors(path, dim, lambda t: t in index or t in lowered):
+        for i in index.get(token, ()):
+            exact.setdefault(i, values)
+        for i in lowered.get(token, ()):
+            fallback.setdefault(i, values)
 
     vectors = {**fallback, **exact}
     generator = torch.Generator().manual_seed(seed)
