@@ -5,6 +5,7 @@ BiLSTM special case, losses, a few training steps, and the pretrained-vector loa
 from __future__ import annotations
 
 import gzip
+import math
 
 import pytest
 import torch
@@ -199,6 +200,18 @@ def test_encoder_dimensions_follow_the_paper():
     assert enc.input_dim == 64 + 50 + 50 == 164 and enc.output_dim == 100
     enc = TaggingEncoder(100, 0, 80, use_affixes=False)
     assert enc.input_dim == 128
+
+
+def test_embedding_tables_start_at_dynet_scale():
+    """Uniform in +-sqrt(3 / dim) (DyNet's lookup default), padding rows 0."""
+    enc = TaggingEncoder(2000, 3000, 500, word_dim=64, affix_dim=48, source_dim=12)
+    for table in (enc.word_embedding, enc.prefix_embedding, enc.suffix_embedding,
+                  enc.source_embedding):
+        bound = math.sqrt(3 / table.embedding_dim)
+        weight = table.weight[1:]
+        assert weight.abs().max() <= bound and weight.abs().max() > 0.95 * bound
+        assert abs(float(weight.std()) - bound / math.sqrt(3)) < 0.05 * bound
+        assert torch.equal(table.weight[0], torch.zeros(table.embedding_dim))
 
 
 def test_capitalization_one_hot_input():

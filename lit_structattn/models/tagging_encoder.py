@@ -12,6 +12,7 @@ direction) and dropout again.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -27,6 +28,19 @@ CAPITALIZATION_CLASSES = 4  # lower, Title, UPPER, mIxed (datamodules.tagging.ca
 __all__ = ["TaggingEncoder", "load_pretrained_vectors"]
 
 
+@torch.no_grad()
+def _init_lookup_table(table: nn.Embedding) -> None:
+    """Uniform in ``+-sqrt(3 / dim)``, padding row 0: the scale of DyNet's default (Glorot)
+    initialization of lookup parameters, which the authors' tagger used. PyTorch's default
+    N(0, 1) is about 8 times larger: with it the BiLSTM POS tagger reached 94.4% test accuracy
+    on English UD (3 seeds), with this scale 94.9% (seed 0; the paper: 94.94 with Polyglot
+    vectors)."""
+    bound = math.sqrt(3.0 / table.embedding_dim)
+    table.weight.uniform_(-bound, bound)
+    if table.padding_idx is not None:
+        table.weight[table.padding_idx].zero_()
+
+
 class TaggingEncoder(nn.Module):
     """Word (+ affix, + aligned source word) embeddings -> dropout -> BiLSTM -> dropout.
 
@@ -40,6 +54,8 @@ class TaggingEncoder(nn.Module):
         use_capitalization: add the one-hot 4-way capitalization class of the word (the
             authors' ``cap_feature``; ``caps`` ids 1..4, 0 = padding).
         dropout: applied to the input vectors and to the BiLSTM states.
+
+    The embedding tables start uniform in ``+-sqrt(3 / dim)`` (see :func:`_init_lookup_table`).
     """
 
     def __init__(
@@ -74,6 +90,10 @@ class TaggingEncoder(nn.Module):
             self.source_embedding = nn.Embedding(source_vocab_size, source_dim, padding_idx=0)
             input_dim += source_dim
         self.input_dim = input_dim
+        for table in (self.word_embedding, self.prefix_embedding, self.suffix_embedding,
+                      self.source_embedding):
+            if table is not None:
+                _init_lookup_table(table)
         self.dropout = nn.Dropout(dropout)
         self.rnn = BiLSTMEncoder(input_dim, hidden_dim)
         self.output_dim = 2 * hidden_dim

@@ -132,7 +132,9 @@ _TAGGING_BUDGETS = {
                   "Polyglot / GloVe / Lample et al. vectors"),
 }
 _TAGGING_NOTE = (
-    "Word 64 + prefix/suffix 1-4-gram 50 + 50 embeddings, BiLSTM 50+50, context w = 2, sketch and "
+    "Word 64 + prefix/suffix 1-4-gram 50 + 50 embeddings (initialized uniform in +-sqrt(3 / dim), "
+    "the scale of DyNet's default that the authors' code used; PyTorch's N(0, 1) cost 0.5 "
+    "accuracy on POS), BiLSTM 50+50, context w = 2, sketch and "
     "pre-attention size 50, Adagrad lr 0.1, gradient clipping 5, batch 16 (QE 32; the authors "
     "updated after every sentence), training singletons mapped to <unk>, training sentences "
     "longer than 50 words dropped (train only)."
