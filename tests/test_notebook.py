@@ -37,7 +37,17 @@ def test_attention_gallery_runs(monkeypatch, tmp_path):
     assert images, "no cell produced a figure"
     from datamodules.files import data_root
 
-    for folder, cell in (("ud_english_ewt", -3), ("multi30k_en_de", -1)):
-        if (data_root() / folder).is_dir():  # section 4: a raindrop plot; 5: two heatmaps
-            outputs = notebook.cells[cell].outputs
-            assert any("image/png" in out.get("data", {}) for out in outputs)
+    # the cells drawing from real data: NLI parses, the raindrop plot, translation heatmaps
+    for folder, marker in (("snli", 'data_root() / "snli"'),
+                           ("ud_english_ewt", 'data_root() / "ud_english_ewt"'),
+                           ("multi30k_en_de", "TranslationDataModule")):
+        if (data_root() / folder).is_dir():
+            outputs = code_cell(notebook, marker).outputs
+            assert any("image/png" in out.get("data", {}) for out in outputs), folder
+
+
+def code_cell(notebook, marker: str):
+    """The one code cell whose source contains ``marker``."""
+    cells = [c for c in notebook.cells if c.cell_type == "code" and marker in c.source]
+    assert len(cells) == 1, f"{len(cells)} code cells contain {marker!r}"
+    return cells[0]
