@@ -198,14 +198,14 @@ def render(
     many seeds each row has (fewer than asked only with ``cached_only``)."""
     header = ["model", *[label for _, label in table.metrics], "seeds", "wall time / run"]
     threads = sorted({r.get("threads", "?") for runs in results.values() for r in runs}, key=str)
+    thread_note = f", {'/'.join(map(str, threads))} thread(s) per run" if threads else ""
     lines = [
         f"# {table.title}", "",
         f"Produced by `structattn reproduce {table.name} --budget {budget} --seeds {seeds.stop}"
         f"{f' --first-seed {seeds.start}' if seeds.start else ''}"
         f"{' --cached-only' if cached_only else ''}` on "
-        f"{time.strftime('%Y-%m-%d')} (torch {torch.__version__}, "
-        f"{'/'.join(map(str, threads))} thread(s) per run). Wall times are as measured on a "
-        "shared 2-core machine, where several runs may have run at once.", "",
+        f"{time.strftime('%Y-%m-%d')} (torch {torch.__version__}{thread_note}). Wall times are "
+        "as measured on a shared 2-core machine, where several runs may have run at once.", "",
         f"**Budget `{budget}`:** {table.budgets[budget][1]}. **Seeds:** {seeds.start}.."
         f"{seeds.stop - 1}"
         f"{'; the rows show the finished runs among them (column seeds)' if cached_only else ''}"
