@@ -19,6 +19,8 @@ from pathlib import Path
 
 import torch
 
+from lit_structattn.choices import check_choice
+
 from .batching import EncodedItems, seq2seq_batch
 from .files import MalformedLine, data_root, open_text
 from .splits import SplitDataModule
@@ -115,8 +117,7 @@ class InflectionDataModule(SplitDataModule):
         bucket_batches: int = 50, num_workers: int = 0, seed: int = 0,
     ) -> None:
         super().__init__()
-        if pos not in POS:
-            raise ValueError(f"unknown pos {pos!r}; valid: {', '.join(POS)}")
+        check_choice("pos", pos, POS)
         self.save_hyperparameters()
         self.vocab: SymbolVocab | None = None
         self.datasets: dict[str, InflectionDataset] = {}

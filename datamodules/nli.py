@@ -35,6 +35,8 @@ from typing import Any
 
 import torch
 
+from lit_structattn.choices import check_choice
+
 from .batching import EncodedItems
 from .files import MalformedLine, data_root, open_text, require_files
 from .hub import load_hub_dataset
@@ -237,10 +239,8 @@ class NLIDataModule(SplitDataModule):
         seed: int = 0,
     ) -> None:
         super().__init__()
-        for name, value, valid in (("dataset", dataset, DATASETS),
-                                   ("protocol", protocol, PROTOCOLS)):
-            if value not in valid:
-                raise ValueError(f"unknown {name} {value!r}; valid: {', '.join(valid)}")
+        check_choice("dataset", dataset, DATASETS)
+        check_choice("protocol", protocol, PROTOCOLS)
         if not 0 < val_fraction < 1:
             raise ValueError(f"val_fraction must lie in (0, 1), got {val_fraction}")
         self.save_hyperparameters()

@@ -37,6 +37,8 @@ from pathlib import Path
 
 import torch
 
+from lit_structattn.choices import check_choice
+
 from .alignment import Links, align
 from .batching import EncodedItems, seq2seq_batch
 from .fertility import guided_fertility_table, lookup_fertilities
@@ -310,19 +312,13 @@ class TranslationDataModule(SplitDataModule):
         for name, value in (("max_length", max_length), ("max_source_length", max_source_length)):
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name} must be None or an int >= 1, got {value!r}")
-        if source_units not in SOURCE_UNITS:
-            raise ValueError(f"unknown source_units {source_units!r}; valid: "
-                             f"{', '.join(SOURCE_UNITS)}")
-        if target_units not in TARGET_UNITS:
-            raise ValueError(f"unknown target_units {target_units!r}; valid: "
-                             f"{', '.join(TARGET_UNITS)}")
+        check_choice("source_units", source_units, SOURCE_UNITS)
+        check_choice("target_units", target_units, TARGET_UNITS)
         units = (source_units, target_units)
         if units != ("subwords", "subwords") and fertility_strategy != "constant":
             raise ValueError("fertility_strategy guided/predicted needs subword sources and "
                              "targets (the fertilities come from subword alignments)")
-        if fertility_strategy not in FERTILITIES:
-            raise ValueError(f"unknown fertility_strategy {fertility_strategy!r}; valid: "
-                             f"{', '.join(FERTILITIES)}")
+        check_choice("fertility_strategy", fertility_strategy, FERTILITIES)
         if len(prefixes) != 3:
             raise ValueError(f"prefixes must name the train, val and test files, got {prefixes}")
         self.save_hyperparameters()

@@ -8,6 +8,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from ..choices import check_choice
+
 
 class DotScorer(nn.Module):
     """``score(q, k) = q . k`` (needs ``Dq == Dk``)."""
@@ -56,6 +58,5 @@ SCORERS: dict[str, type[nn.Module]] = {
 
 def build_scorer(name: str, query_dim: int, key_dim: int) -> nn.Module:
     """The scorer called ``name``; ``ValueError`` listing the valid names otherwise."""
-    if name not in SCORERS:
-        raise ValueError(f"unknown attention score {name!r}; valid: {', '.join(sorted(SCORERS))}")
+    check_choice("attention score", name, sorted(SCORERS))
     return SCORERS[name](query_dim, key_dim)

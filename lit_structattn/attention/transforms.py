@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ..choices import check_choice
 from .csoftmax import csoftmax
 from .csparsemax import csparsemax
 from .sparsemax import sparsemax
@@ -69,9 +70,4 @@ TRANSFORMS: dict[str, Transform] = {
 
 def get_transform(name: str) -> Transform:
     """The transform called ``name``; ``ValueError`` listing the valid names otherwise."""
-    try:
-        return TRANSFORMS[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown attention transform {name!r}; valid: {', '.join(sorted(TRANSFORMS))}"
-        ) from None
+    return TRANSFORMS[check_choice("attention transform", name, sorted(TRANSFORMS))]

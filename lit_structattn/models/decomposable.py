@@ -31,6 +31,7 @@ import torch
 from torch import Tensor, nn
 
 from ..attention.transforms import masked_softmax
+from ..choices import check_choice
 from ..encoders import lengths_to_mask
 from .parser import DependencyParser
 
@@ -97,9 +98,7 @@ class DecomposableAttention(nn.Module):
         init_std: float | None = 0.01,
     ) -> None:
         super().__init__()
-        if intra not in INTRA:
-            raise ValueError(f"unknown intra-sentence attention {intra!r}; valid: "
-                             f"{', '.join(INTRA)}")
+        check_choice("intra-sentence attention", intra, INTRA)
         if (intra in SUPERVISED) != (parser is not None) or (parser is None) != (
                 parser_ids is None):
             raise ValueError(f"intra={intra!r}: give parser and parser_ids exactly for "

@@ -47,6 +47,7 @@ from torch import Tensor, nn
 
 from ..attention import csoftmax, sparsemax
 from ..attention.transforms import masked_softmax
+from ..choices import check_choice
 from ..encoders import lengths_to_mask
 from ..structured import LinearChainCRF
 from .tagging_encoder import TaggingEncoder
@@ -78,12 +79,6 @@ def _check_steps(steps: Steps, allow_zero: bool) -> Steps:
         low = "a non-negative" if allow_zero else "a positive"
         raise ValueError(f"steps must be {low} integer or 'L', got {steps!r}")
     return steps
-
-
-def _choose(name: str, value: str, valid: Sequence[str]) -> str:
-    if value not in valid:
-        raise ValueError(f"unknown {name} {value!r}; valid: {', '.join(valid)}")
-    return value
 
 
 @dataclass
@@ -141,9 +136,10 @@ class EasyFirstDecoder(nn.Module):
         vanilla_criterion: str = "score",
     ) -> None:
         super().__init__()
-        self.attention = _choose("attention", attention, ATTENTIONS)
-        self.update = _choose("update", update, UPDATES)
-        self.vanilla_criterion = _choose("vanilla_criterion", vanilla_criterion, VANILLA_CRITERIA)
+        self.attention = check_choice("attention", attention, ATTENTIONS)
+        self.update = check_choice("update", update, UPDATES)
+        self.vanilla_criterion = check_choice("vanilla_criterion", vanilla_criterion,
+                                              VANILLA_CRITERIA)
         self.steps = _check_steps(steps, allow_zero=False)
         if window < 0:
             raise ValueError(f"window must be >= 0, got {window}")
@@ -432,7 +428,7 @@ class EasyFirstTagger(nn.Module):
         CRF. ``reduction``: ``"mean"`` over sentences (default), ``"sum"``, or ``"token_mean"``
         (divided by the number of tokens), or ``"none"`` (``[B]``).
         """
-        _choose("reduction", reduction, ("mean", "sum", "token_mean", "none"))
+        check_choice("reduction", reduction, ("mean", "sum", "token_mean", "none"))
         mask = outputs.mask if lengths is None else lengths_to_mask(lengths, tags.shape[1])
         lengths = mask.sum(-1)
         tags = tags.masked_fill(~mask, 0 if self.pad_tag is None else self.pad_tag)

@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..choices import check_choice
 from ..structured import ChainAttention
 
 
@@ -233,8 +234,7 @@ MODELS = ("memn2n", "unary_crf", "binary_crf")
 def build_memory_model(name: str, vocab_size: int, **kwargs) -> nn.Module:
     """``memn2n``, ``unary_crf`` or ``binary_crf`` with the given sizes (``ValueError``
     otherwise)."""
+    check_choice("memory model", name, MODELS)
     if name == "memn2n":
         return MemN2N(vocab_size, **kwargs)
-    if name in ("unary_crf", "binary_crf"):
-        return ChainCRFMemory(vocab_size, binary=name == "binary_crf", **kwargs)
-    raise ValueError(f"unknown memory model {name!r}; valid: {', '.join(MODELS)}")
+    return ChainCRFMemory(vocab_size, binary=name == "binary_crf", **kwargs)

@@ -29,6 +29,7 @@ import torch
 from torch import Tensor, nn
 
 from ..attention import Attention
+from ..choices import check_choice
 from ..encoders import BiLSTMEncoder, lengths_to_mask
 from ..structured.registry import build_attention
 from ..structured.syntactic import SyntacticAttention
@@ -103,12 +104,8 @@ class SourceEncoder(nn.Module):
         dropout: float = 0.0,
     ) -> None:
         super().__init__()
-        for name, value, valid in (
-            ("source_attention", source_attention, SOURCE_ATTENTION),
-            ("encoder", encoder, ENCODERS),
-        ):
-            if value not in valid:
-                raise ValueError(f"unknown {name} {value!r}; valid: {', '.join(valid)}")
+        check_choice("source_attention", source_attention, SOURCE_ATTENTION)
+        check_choice("encoder", encoder, ENCODERS)
         self.embed = nn.Embedding(vocab_size, embed_dim, padding_idx=0)
         self.dropout = nn.Dropout(dropout)
         self.syntactic = None
@@ -226,8 +223,7 @@ class Seq2Seq(nn.Module):
             raise ValueError(f"coverage_vector needs a transform attention, not {attention!r}")
         self.coverage_weight = nn.Parameter(torch.zeros(hidden_dim)) if coverage_vector else None
         self.tracks_coverage = self.constrained or coverage_vector
-        if output not in OUTPUTS:
-            raise ValueError(f"unknown output {output!r}; valid: {', '.join(OUTPUTS)}")
+        check_choice("output", output, OUTPUTS)
         if output != "soft" and not isinstance(self.attention, Attention):
             raise ValueError(f"{output} needs a transform attention, not {attention!r}")
         if joint_k < 1:

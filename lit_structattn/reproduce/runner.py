@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from ..choices import check_choice
 from .tables import BUDGETS, TABLES, Row, Table
 
 REPORTS = Path(__file__).resolve().parents[2] / "reports"
@@ -247,10 +248,8 @@ def run_table(
     """Run (or resume) seeds ``first_seed .. seeds - 1`` of every selected row of table
     ``name``; write the report over those seeds. With ``cached_only`` nothing is trained: the
     report shows the stored runs among those seeds, and rows without any as not run."""
-    if name not in TABLES:
-        raise ValueError(f"unknown table {name!r}; valid: {', '.join(sorted(TABLES))}")
-    if budget not in BUDGETS:
-        raise ValueError(f"unknown budget {budget!r}; valid: {', '.join(BUDGETS)}")
+    check_choice("table", name, sorted(TABLES))
+    check_choice("budget", budget, BUDGETS)
     table = TABLES[name]
     chosen = [r for r in table.rows if rows is None or r.name in rows]
     if cached_only:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from torch import nn
 
 from ..attention import TRANSFORMS, Attention
+from ..choices import check_choice
 from .segmentation import SegmentationAttention
 
 STRUCTURED = {"segmentation": SegmentationAttention}
@@ -19,8 +20,7 @@ def attention_names() -> list[str]:
 
 def build_attention(name: str, query_dim: int, key_dim: int, score: str = "general") -> nn.Module:
     """The attention layer called ``name``; ``ValueError`` listing the valid names otherwise."""
+    check_choice("attention", name, attention_names())
     if name in STRUCTURED:
         return STRUCTURED[name](query_dim, key_dim, score=score)
-    if name in TRANSFORMS:
-        return Attention(query_dim, key_dim, score=score, transform=name)
-    raise ValueError(f"unknown attention {name!r}; valid: {', '.join(attention_names())}")
+    return Attention(query_dim, key_dim, score=score, transform=name)

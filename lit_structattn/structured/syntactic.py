@@ -16,6 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from ..attention.transforms import masked_softmax
+from ..choices import check_choice
 from ..encoders import BiLSTMEncoder
 from .dependency import DependencyCRF
 
@@ -67,10 +68,7 @@ class SyntacticAttention(nn.Module):
         bounded: bool = True,
     ) -> None:
         super().__init__()
-        if mode not in MODES:
-            raise ValueError(
-                f"unknown syntactic attention mode {mode!r}; valid: {', '.join(MODES)}"
-            )
+        check_choice("syntactic attention mode", mode, MODES)
         mlp_dim = mlp_dim or hidden_dim
         self.mode = mode
         self.multiroot = multiroot

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ..choices import check_choice
 from ..figures import AttentionMap
 from ..metrics import ExactMatch, LengthToFailure
 from ..models.seq2seq import Seq2Seq
@@ -70,10 +71,8 @@ class Seq2SeqTask(Task):
         max_depth: int = 6,
     ) -> None:
         super().__init__()
-        for name, value, valid in (("optimizer", optimizer, OPTIMIZERS),
-                                   ("metric", metric, METRICS)):
-            if value not in valid:
-                raise ValueError(f"unknown {name} {value!r}; valid: {', '.join(valid)}")
+        check_choice("optimizer", optimizer, OPTIMIZERS)
+        check_choice("metric", metric, METRICS)
         self.save_hyperparameters()
         self.model = Seq2Seq(
             vocab_size, vocab_size, embed_dim, hidden_dim, attention=attention, score=score,

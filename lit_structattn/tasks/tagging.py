@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import torch
 
+from ..choices import check_choice
 from ..figures import Raindrop
 from ..metrics import EntityF1, F1Mult, FirstFocusShare, TokenAccuracy
 from ..models.easy_first import EasyFirstTagger
@@ -64,8 +65,7 @@ class TaggingTask(Task):
         lr: float = 0.1,
     ) -> None:
         super().__init__()
-        if metric not in METRICS:
-            raise ValueError(f"unknown metric {metric!r}; valid: {', '.join(METRICS)}")
+        check_choice("metric", metric, METRICS)
         self.save_hyperparameters()
         self.model: EasyFirstTagger | None = None
         self.data_sizes: dict | None = None
