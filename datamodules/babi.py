@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from .batching import EncodedItems
+from .batching import EncodedItems, pad_rows
 from .files import MalformedLine, data_root, open_text
 from .splits import SplitDataModule
 from .tagging import Vocab
@@ -124,25 +124,21 @@ class QuestionDataset(EncodedItems):
         ]
 
 
-def _padded(rows: Sequence[Sequence[int]], width: int, value: int = 0) -> list[list[int]]:
-    return [[*row] + [value] * (width - len(row)) for row in rows]
-
-
 def collate_questions(items: Sequence[tuple]) -> dict[str, torch.Tensor]:
     """Pad dataset items into a batch (see the module docstring)."""
     memories, queries, answers, supports, tasks, index = zip(*items, strict=True)
     slots = max(1, max(len(m) for m in memories))
     words = max(1, max((len(s) for m in memories for s in m), default=1))
-    sentence_lengths = _padded([[len(s) for s in m] for m in memories], slots)
-    story = [_padded([*m, *[[]] * (slots - len(m))], words) for m in memories]
+    sentence_lengths = pad_rows([[len(s) for s in m] for m in memories], slots)
+    story = [pad_rows([*m, *[[]] * (slots - len(m))], words) for m in memories]
     return {
         "story": torch.tensor(story),
         "story_lengths": torch.tensor([len(m) for m in memories]),
         "sentence_lengths": torch.tensor(sentence_lengths),
-        "query": torch.tensor(_padded(queries, max(len(q) for q in queries))),
+        "query": torch.tensor(pad_rows(queries, max(len(q) for q in queries))),
         "query_lengths": torch.tensor([len(q) for q in queries]),
         "answer": torch.tensor(answers),
-        "supports": torch.tensor(_padded(supports, max(1, max(map(len, supports))), -1)),
+        "supports": torch.tensor(pad_rows(supports, max(1, max(map(len, supports))), -1)),
         "task": torch.tensor(tasks),
         "index": torch.tensor(index),
     }

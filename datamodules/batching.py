@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import torch
 from torch.utils.data import (
@@ -54,17 +55,19 @@ def seq2seq_batch(
     tgt_lengths = [len(t) + 1 for t in tgt]
     width = max(tgt_lengths)
     return {
-        "src": torch.tensor(_pad(src, max(src_lengths))),
+        "src": torch.tensor(pad_rows(src, max(src_lengths))),
         "src_lengths": torch.tensor(src_lengths),
-        "tgt_in": torch.tensor(_pad([[bos, *t] for t in tgt], width)),
-        "tgt_out": torch.tensor(_pad([[*t, eos] for t in tgt], width)),
+        "tgt_in": torch.tensor(pad_rows([[bos, *t] for t in tgt], width)),
+        "tgt_out": torch.tensor(pad_rows([[*t, eos] for t in tgt], width)),
         "tgt_lengths": torch.tensor(tgt_lengths),
         **{name: torch.tensor(list(values)) for name, values in extra.items()},
     }
 
 
-def _pad(rows: Sequence[Sequence[int]], width: int) -> list[list[int]]:
-    return [[*row] + [0] * (width - len(row)) for row in rows]
+def pad_rows(rows: Sequence[Sequence[Any]], width: int, value: Any = 0) -> list[list[Any]]:
+    """Every row extended with ``value`` to ``width`` entries (rows are not cut; ``value`` may
+    itself be a padding row, for nested lists)."""
+    return [[*row] + [value] * (width - len(row)) for row in rows]
 
 
 class BucketBatchSampler(BatchSampler):

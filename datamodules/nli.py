@@ -37,7 +37,7 @@ import torch
 
 from lit_structattn.choices import check_choice
 
-from .batching import EncodedItems
+from .batching import EncodedItems, pad_rows
 from .files import MalformedLine, data_root, open_text, require_files
 from .hub import load_hub_dataset
 from .splits import SplitDataModule
@@ -184,8 +184,7 @@ def collate_pairs(items: Sequence[tuple]) -> dict[str, torch.Tensor]:
     batch = {}
     for column, name in ((0, "premise"), (1, "hypothesis")):
         rows = [item[column] for item in items]
-        width = max(len(row) for row in rows)
-        batch[name] = torch.tensor([row + [0] * (width - len(row)) for row in rows])
+        batch[name] = torch.tensor(pad_rows(rows, max(len(row) for row in rows)))
         batch[f"{name}_lengths"] = torch.tensor([len(row) for row in rows])
     batch["labels"] = torch.tensor([item[2] for item in items])
     batch["index"] = torch.tensor([item[3] for item in items])

@@ -38,6 +38,7 @@ from typing import Any, NamedTuple
 import torch
 from torch.utils.data import Dataset
 
+from .batching import pad_rows
 from .files import data_root, require_files
 from .hub import load_hub_dataset
 from .splits import SplitDataModule
@@ -257,36 +258,29 @@ def collate_tagged(items: Sequence[EncodedSentence]) -> dict[str, torch.Tensor]:
     width = max(lengths)
     no_affix = [Vocab.PAD_ID] * AFFIX_ORDERS
     shape = (len(items), width, AFFIX_ORDERS)
-    prefixes = [item.prefixes + [no_affix] * (width - len(item.words)) for item in items]
-    suffixes = [item.suffixes + [no_affix] * (width - len(item.words)) for item in items]
+    prefixes = pad_rows([item.prefixes for item in items], width, no_affix)
+    suffixes = pad_rows([item.suffixes for item in items], width, no_affix)
     batch = {
-        "words": torch.tensor([_pad(item.words, width) for item in items], dtype=torch.long),
+        "words": torch.tensor(pad_rows([item.words for item in items], width), dtype=torch.long),
         "prefixes": torch.tensor(prefixes, dtype=torch.long).view(shape),
         "suffixes": torch.tensor(suffixes, dtype=torch.long).view(shape),
-        "caps": torch.tensor([_pad(item.caps, width) for item in items], dtype=torch.long),
-        "tags": torch.tensor([_pad(item.tags, width) for item in items], dtype=torch.long),
+        "caps": torch.tensor(pad_rows([item.caps for item in items], width), dtype=torch.long),
+        "tags": torch.tensor(pad_rows([item.tags for item in items], width), dtype=torch.long),
         "lengths": torch.tensor(lengths, dtype=torch.long),
         "index": torch.tensor([item.index for item in items], dtype=torch.long),
     }
     if items[0].source is not None:
         links = max(1, max(len(a) for item in items for a in item.aligned))
         no_link = [Vocab.PAD_ID] * links
-        aligned = [
-            [_pad(a, links) for a in item.aligned] + [no_link] * (width - n)
-            for item, n in zip(items, lengths, strict=True)
-        ]
+        aligned = pad_rows([pad_rows(item.aligned, links) for item in items], width, no_link)
         source_lengths = [len(item.source) for item in items]
         source_width = max(1, max(source_lengths))
         batch["aligned"] = torch.tensor(aligned, dtype=torch.long).view(len(items), width, links)
         batch["source"] = torch.tensor(
-            [_pad(item.source, source_width) for item in items], dtype=torch.long
+            pad_rows([item.source for item in items], source_width), dtype=torch.long
         )
         batch["source_lengths"] = torch.tensor(source_lengths, dtype=torch.long)
     return batch
-
-
-def _pad(row: list[int], width: int) -> list[int]:
-    return row + [Vocab.PAD_ID] * (width - len(row))
 
 
 # ----------------------------------------------------------------------------- the hub
