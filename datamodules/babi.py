@@ -22,7 +22,6 @@ supporting facts in the batch)::
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +30,7 @@ import torch
 
 from .batching import EncodedItems, pad_rows
 from .files import MalformedLine, data_root, open_text
-from .splits import SplitDataModule
+from .splits import SplitDataModule, hold_out
 from .tagging import Vocab
 
 TASKS = tuple(range(1, 21))
@@ -187,11 +186,8 @@ class BabiDataModule(SplitDataModule):
         if self.datasets:
             return
         train, test = self._read("train"), self._read("test")
-        order = list(range(len(train)))
-        random.Random(self.hparams.split_seed).shuffle(order)
-        held_out = set(order[: round(self.hparams.val_fraction * len(train))])
-        splits = {"train": [q for i, q in enumerate(train) if i not in held_out],
-                  "val": [q for i, q in enumerate(train) if i in held_out], "test": test}
+        kept, held_out = hold_out(train, self.hparams.val_fraction, self.hparams.split_seed)
+        splits = {"train": kept, "val": held_out, "test": test}
         self.vocab = Vocab(word for q in splits["train"]
                                for word in (*(w for s in q.memory for w in s), *q.query, q.answer))
         self.datasets = {split: QuestionDataset(questions, self.vocab)

@@ -24,7 +24,6 @@ Batches (padding id 0)::
 from __future__ import annotations
 
 import json
-import random
 import re
 import zlib
 from collections import Counter
@@ -40,7 +39,7 @@ from lit_structattn.choices import check_choice
 from .batching import EncodedItems, pad_rows
 from .files import MalformedLine, data_root, open_text, require_files
 from .hub import load_hub_dataset
-from .splits import SplitDataModule
+from .splits import SplitDataModule, hold_out
 from .tagging import Vocab
 from .vectors import read_word_vectors
 
@@ -271,12 +270,8 @@ class NLIDataModule(SplitDataModule):
         read = {split: read_snli(folder / name, h.lowercase) for split, name in names.items()}
         if h.protocol == "full":
             return {"train": read["train"], "val": read["dev"], "test": read["test"]}
-        order = list(range(len(read["dev"])))
-        random.Random(h.seed).shuffle(order)
-        held_out = set(order[: round(h.val_fraction * len(order))])
-        return {"train": [p for i, p in enumerate(read["dev"]) if i not in held_out],
-                "val": [p for i, p in enumerate(read["dev"]) if i in held_out],
-                "test": read["test"]}
+        kept, held_out = hold_out(read["dev"], h.val_fraction, h.seed)
+        return {"train": kept, "val": held_out, "test": read["test"]}
 
     def _hub_split(self, split: str) -> list[NLIPair]:
         h = self.hparams

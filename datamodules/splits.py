@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import random
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import lightning as L
 from torch.utils.data import DataLoader
 
 from .batching import bucketed_loader
+
+T = TypeVar("T")
+
+
+def hold_out(items: Sequence[T], fraction: float, seed: int) -> tuple[list[T], list[T]]:
+    """``(kept, held_out)``: ``round(fraction * len(items))`` items drawn at random with
+    ``seed`` (a validation split carved from a training or dev set), both in their original
+    order."""
+    order = list(range(len(items)))
+    random.Random(seed).shuffle(order)
+    chosen = set(order[: round(fraction * len(items))])
+    return ([x for i, x in enumerate(items) if i not in chosen],
+            [x for i, x in enumerate(items) if i in chosen])
 
 
 class SplitDataModule(L.LightningDataModule):
