@@ -2,6 +2,8 @@
 
 - :func:`data_root`: the folder holding one sub-folder per dataset (``$STRUCTATTN_DATA``, default
   ``<repository>/../shared/data``).
+- :func:`cache_root`: where derived files (BPE models, trained parsers) are kept
+  (``$STRUCTATTN_CACHE``, default ``~/.cache/structattn``).
 - :func:`require_files`: fail early with a message that lists the expected files, the folder and
   where such data comes from.
 - :func:`open_text`: plain or gzip-compressed text, UTF-8 by default, ``"auto"`` for UTF-8 with a
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import TextIO
 
 DATA_ENV_VAR = "STRUCTATTN_DATA"
+CACHE_ENV_VAR = "STRUCTATTN_CACHE"
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
@@ -29,6 +32,15 @@ def data_root() -> Path:
     if value:
         return Path(value).expanduser()
     return Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+
+
+def cache_root() -> Path:
+    """The folder of derived files: ``$STRUCTATTN_CACHE`` if set (and non-empty), else
+    ``~/.cache/structattn``. It may not exist."""
+    value = os.environ.get(CACHE_ENV_VAR, "").strip()
+    if value:
+        return Path(value).expanduser()
+    return Path.home() / ".cache" / "structattn"
 
 
 def require_files(

@@ -42,7 +42,7 @@ from lit_structattn.choices import check_choice
 from .alignment import Links, align
 from .batching import EncodedItems, seq2seq_batch
 from .fertility import guided_fertility_table, lookup_fertilities
-from .files import MalformedLine, data_root, open_text
+from .files import MalformedLine, cache_root, data_root, open_text
 from .hub import load_hub_dataset
 from .splits import SplitDataModule
 
@@ -270,7 +270,8 @@ class TranslationDataModule(SplitDataModule):
             together.
         eval_batch_size: sentences per validation / test batch (default ``batch_size``; larger
             batches decode faster).
-        cache_dir: where the BPE model is kept (default ``~/.cache/structattn``); it is trained
+        cache_dir: where the BPE model is kept (default :func:`~datamodules.files.cache_root`,
+            ``$STRUCTATTN_CACHE`` or ``~/.cache/structattn``); it is trained
             once per corpus, size and direction, keyed by a hash of the training files.
         num_workers, seed: DataLoader workers; base seed of the training batch order.
 
@@ -366,7 +367,7 @@ class TranslationDataModule(SplitDataModule):
     def _cache_dir(self) -> Path:
         if self.hparams.cache_dir is not None:
             return Path(self.hparams.cache_dir).expanduser()
-        return Path.home() / ".cache" / "structattn"
+        return cache_root()
 
     def _bpe_model(self, train_pairs: Sequence[tuple[str, str]]) -> Subwords:
         """The corpus's BPE model, trained on the Moses-tokenized training text if not cached

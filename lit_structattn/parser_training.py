@@ -25,18 +25,13 @@ from pathlib import Path
 
 import torch
 
-from datamodules.files import data_root
+from datamodules.files import cache_root, data_root
 from datamodules.tagging import Vocab
 from datamodules.ud_pos import DependencyTree, read_conllu_trees
 
 from .models.parser import DependencyParser, attachment_counts
 
 EWT_FILES = {split: f"en_ewt-ud-{split}.conllu.gz" for split in ("train", "dev", "test")}
-
-
-def cache_root() -> Path:
-    """``$STRUCTATTN_CACHE`` or ``~/.cache/structattn``."""
-    return Path(os.environ.get("STRUCTATTN_CACHE") or Path.home() / ".cache" / "structattn")
 
 
 def parser_path(epochs: int, embed_dim: int, hidden_dim: int, seed: int) -> Path:
