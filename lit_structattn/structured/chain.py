@@ -15,27 +15,6 @@ from .linear_chain import LinearChainCRF
 FORBIDDEN = -1e9  # log-potential of a forbidden transition or a padded slot (exp underflows to 0)
 
 
-class ChainAttentionOutput:
-    """``marginals [B, K, n]`` (p(z_k = i)), ``edge_marginals [B, K-1, n, n]``
-    (p(z_k = i, z_{k+1} = j)) and ``argmax [B, K]`` (the most likely slot sequence), each
-    computed on first access (a training step that never reads ``argmax`` skips Viterbi)."""
-
-    def __init__(self, crf: LinearChainCRF) -> None:
-        self._crf = crf
-
-    @property
-    def marginals(self) -> Tensor:
-        return self._crf.marginals
-
-    @property
-    def edge_marginals(self) -> Tensor:
-        return self._crf.edge_marginals
-
-    @property
-    def argmax(self) -> Tensor:
-        return self._crf.argmax
-
-
 class ChainAttention(nn.Module):
     """The CRF over K steps x n slots; potentials come from the model.
 
@@ -50,8 +29,11 @@ class ChainAttention(nn.Module):
 
     def forward(
         self, unary: Tensor, pairwise: Tensor | None = None, mask: Tensor | None = None
-    ) -> ChainAttentionOutput:
-        """Marginals of the chain.
+    ) -> LinearChainCRF:
+        """The chain as a :class:`LinearChainCRF` over steps x slots: its ``marginals
+        [B, K, n]`` (p(z_k = i)), ``edge_marginals [B, K-1, n, n]`` (p(z_k = i, z_{k+1} = j)) and
+        ``argmax [B, K]`` (the most likely slot sequence) are computed on first access (a
+        training step that never reads ``argmax`` skips Viterbi).
 
         Args:
             unary: ``[B, K, n]`` log-potentials of selecting slot i at step k.
@@ -59,7 +41,7 @@ class ChainAttention(nn.Module):
                 k+1, or None (a unary CRF: steps independent but for ``forbid_repeat``).
             mask: ``[B, n]`` bool, True = real slot; padded slots are never selected.
         """
-        batch, steps, slots = unary.shape
+        slots = unary.shape[-1]
         if mask is not None:
             unary = unary.masked_fill(~mask[:, None, :], FORBIDDEN)
         if pairwise is None:
@@ -67,4 +49,4 @@ class ChainAttention(nn.Module):
         if self.forbid_repeat:
             eye = torch.eye(slots, dtype=torch.bool, device=unary.device)
             pairwise = pairwise.masked_fill(eye, FORBIDDEN)
-        return ChainAttentionOutput(LinearChainCRF(unary, pairwise))
+        return LinearChainCRF(unary, pairwise)
