@@ -142,13 +142,18 @@ class DecomposableAttention(nn.Module):
                         embedding.weight.normal_()
                     embedding.weight[0] = 0
 
+    def parser_word_ids(self, words: Tensor) -> Tensor:
+        """``words [B, N]`` as ids of the parsing layer's vocabulary (the same ids unless a
+        supervised parser brought its own)."""
+        return words if self.parser_ids is None else self.parser_ids[words]
+
     def represent(self, words: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor | None]:
         """``(x^ [B, N, F], p(k -> i) [B, N+1, N+1] or None)`` for ``words [B, N]`` with
         ``lengths [B]``; ``F`` is ``hidden_dim``, doubled with a parent."""
         x = self.project(self.embedding(words))  # [B, N, H]
         if self.parser is None:
             return x, None
-        ids = words if self.parser_ids is None else self.parser_ids[words]
+        ids = self.parser_word_ids(words)
         if self.intra == "hard_parent":
             size = words.shape[1] + 1
             heads = self.parser.parse(ids, lengths)  # [B, N+1]

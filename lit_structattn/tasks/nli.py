@@ -121,9 +121,8 @@ class NLITask(Task):
         model = self.model
         heads = None
         if model.parser is not None:
-            words, lengths = batch["premise"], batch["premise_lengths"]
-            ids = words if model.parser_ids is None else model.parser_ids[words]
-            heads = model.parser.parse(ids, lengths)
+            heads = model.parser.parse(model.parser_word_ids(batch["premise"]),
+                                       batch["premise_lengths"])
         figures = []
         for b in range(len(batch["labels"])):
             n, m = int(batch["premise_lengths"][b]), int(batch["hypothesis_lengths"][b])
