@@ -66,3 +66,29 @@ def test_every_row_has_its_configs_and_shared_rows_resolve(tmp_path):
     with pytest.raises(ValueError, match="configurations differ"):
         _run_dir(ablation, replace(shared, overrides=("--trainer.max_epochs", "9")), "cpu", 0,
                  tmp_path)
+
+
+def test_resumed_run_keeps_the_best_checkpoints_of_its_first_part(tmp_path):
+    """A run interrupted with epochs left continues writing checkpoints into the folder of the
+    checkpoint it resumes from, so the best epoch before the interruption still competes in the
+    model selection (Lightning forgets the best checkpoints when their folder changes)."""
+    import warnings
+    from dataclasses import replace
+
+    from lit_structattn.reproduce.runner import _run_dir, run_one
+    from lit_structattn.reproduce.tables import TABLES
+
+    table = TABLES["tree_transduction"]
+    row = next(r for r in table.rows if r.name == "simple")
+    run_one(table, row, "ci", 0, tmp_path)
+    out = _run_dir(table, row, "ci", 0, tmp_path)
+    (out / "result.json").unlink()  # as if interrupted after its first epoch
+    args, *rest = table.budgets["ci"]
+    longer = replace(table, budgets={"ci": ((*args, "--trainer.max_epochs", "2"), *rest)})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = run_one(longer, row, "ci", 0, tmp_path)
+    assert result["epochs"] == 2 and result["resumed_from"].endswith("version_0/checkpoints/last.ckpt")
+    assert not [w for w in caught if "dirpath has changed" in str(w.message)]
+    assert not list(out.glob("lightning_logs/version_1/checkpoints"))
+    assert list(out.glob("lightning_logs/version_0/checkpoints/*epoch=1*.ckpt"))
