@@ -235,7 +235,7 @@ class ChainCRFMemory(nn.Module):
             if not emb.linear_start:
                 theta = _log_normalize(theta, real[:, None])
             chain = self.chain(theta, None, real)
-        context = (chain.marginals[..., None] * values).sum((1, 2))  # c [B, D]
+        context = torch.einsum("bkn,bknd->bd", chain.marginals, values)  # c [B, D]
         logits = emb.answer_logits(queries[:, -1] + context)
         return MemoryOutput(logits, chain.marginals, None if self.training else chain.argmax,
                             chain.edge_marginals if self.binary else None)
