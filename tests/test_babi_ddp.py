@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from datamodules.files import data_root
 from lit_structattn.cli import build_cli
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs" / "babi"
-BABI = Path(__file__).resolve().parents[2] / "shared" / "data" / "babi_v1.2_en"
+BABI = data_root() / "babi_v1.2_en"
 
 
 def _args(root: Path, *extra: str) -> list[str]:
@@ -26,7 +27,7 @@ def _args(root: Path, *extra: str) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not BABI.is_dir(), reason="bAbI data not present")
+@pytest.mark.skipif(not BABI.is_dir(), reason="../shared/data/babi_v1.2_en is absent")
 def test_ddp_validation_accuracies_cover_the_whole_split(tmp_path):
     """100 validation questions, 50 per process. The halves' accuracies differ from the whole's
     after a little training, so a metric that were not summed across processes would fail the

@@ -160,7 +160,7 @@ def test_binary_crf_marginals_by_enumeration(normalized):
         scores = torch.stack([start[i] + moves[0][i, j] + moves[1][j, l] + end[l]
                               for i, j, l in sequences]).softmax(0)
         marginals = torch.zeros(3, n)
-        for p, z in zip(scores, sequences):
+        for p, z in zip(scores, sequences, strict=True):
             for k in range(3):
                 marginals[k, z[k]] += p
         torch.testing.assert_close(out.attention[b, :, :n], marginals, atol=1e-5, rtol=1e-4)

@@ -88,7 +88,8 @@ def test_resumed_run_keeps_the_best_checkpoints_of_its_first_part(tmp_path):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = run_one(longer, row, "ci", 0, tmp_path)
-    assert result["epochs"] == 2 and result["resumed_from"].endswith("version_0/checkpoints/last.ckpt")
+    assert result["epochs"] == 2
+    assert result["resumed_from"].endswith("version_0/checkpoints/last.ckpt")
     assert not [w for w in caught if "dirpath has changed" in str(w.message)]
     assert not list(out.glob("lightning_logs/version_1/checkpoints"))
     assert list(out.glob("lightning_logs/version_0/checkpoints/*epoch=1*.ckpt"))
