@@ -20,11 +20,13 @@ from lightning.pytorch.cli import LightningCLI
 
 
 class StructAttnCLI(LightningCLI):
-    """LightningCLI with two changes to ``--ckpt_path``.
+    """LightningCLI with three changes to ``--ckpt_path``.
 
     * ``last`` and ``best`` name the newest ``last.ckpt`` under ``trainer.default_root_dir``
       and the best checkpoint recorded in it, in any process (Lightning resolves them only
       within the process that trained): ``fit --ckpt_path last`` resumes an interrupted run.
+    * A resumed fit keeps its checkpoints beside the one it resumes from
+      (:func:`keep_checkpoint_folder`), so its best epoch before the interruption still counts.
     * The configuration the user gave is kept. Lightning's CLI replaces the model's arguments
       by the checkpoint's hyper-parameters, silently ignoring the command line
       (``--model.init_args.test_beam 1`` at test time, say); here a checkpoint whose weights do
@@ -40,6 +42,25 @@ class StructAttnCLI(LightningCLI):
         if config.get("ckpt_path") in ("last", "best"):
             root = config.trainer.default_root_dir or "."
             config.ckpt_path = resolve_checkpoint(config.ckpt_path, Path(root))
+
+    def before_fit(self) -> None:
+        checkpoint = self.config["fit"].get("ckpt_path")
+        if checkpoint and Path(checkpoint).is_file():
+            keep_checkpoint_folder(self.trainer, Path(checkpoint))
+
+
+def keep_checkpoint_folder(trainer: L.Trainer, resume_from: Path) -> None:
+    """Let the checkpoint callbacks of a fit resumed from ``resume_from`` write beside it.
+
+    A resumed fit logs to a new ``version_*`` folder; checkpoint callbacks that follow the
+    logger would move there too, and Lightning then drops their restored record of the best
+    checkpoints (it keeps it only when the folder is unchanged), so the best epoch before the
+    interruption would no longer compete in the model selection. Callbacks given their own
+    ``dirpath`` are left alone.
+    """
+    for callback in trainer.checkpoint_callbacks:
+        if callback.dirpath is None:
+            callback.dirpath = str(resume_from.parent)
 
 
 def resolve_checkpoint(alias: str, root: Path) -> str:

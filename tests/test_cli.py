@@ -41,6 +41,21 @@ def test_fit_resume_and_test(tmp_path):
     assert list(tmp_path.rglob("events.out.tfevents.*"))
 
 
+def test_resumed_fit_keeps_its_checkpoint_folder(tmp_path):
+    """With checkpoints in the logger's folder (no dirpath), a resumed fit logs to version_1
+    but keeps writing checkpoints beside the one it resumed from, so Lightning keeps its record
+    of the best checkpoint from before the interruption."""
+    run = [*small_run(tmp_path), "--trainer.callbacks.init_args.dirpath", "null"]
+    fit = structattn("fit", *run, "--trainer.max_epochs", "1", cwd=tmp_path)
+    assert fit.returncode == 0, fit.stderr[-3000:]
+    resumed = structattn("fit", *run, "--trainer.max_epochs", "2", "--ckpt_path", "last",
+                         cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "dirpath has changed" not in resumed.stderr + resumed.stdout
+    assert list(tmp_path.rglob("version_1"))  # the resumed fit's logs
+    assert not list(tmp_path.rglob("version_1/checkpoints"))
+
+
 def test_print_config_and_unknown_transform(tmp_path):
     shown = structattn("fit", "--config", str(CONFIG), "--print_config", cwd=tmp_path)
     assert shown.returncode == 0 and "NeedleDataModule" in shown.stdout

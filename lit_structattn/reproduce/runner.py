@@ -64,24 +64,12 @@ def _last_checkpoint(out: Path) -> Path | None:
     return found[-1] if found else None
 
 
-def _keep_checkpoint_folder(trainer, resume_from: Path) -> None:
-    """Let the checkpoint callbacks of a resumed run write beside ``resume_from``.
-
-    A resumed fit logs to a new ``version_*`` folder; checkpoint callbacks that follow the
-    logger would move there too, and Lightning then drops their restored record of the best
-    checkpoints (it keeps it only when the folder is unchanged), so the best epoch before the
-    interruption would no longer compete in the model selection.
-    """
-    for callback in trainer.checkpoint_callbacks:
-        if callback.dirpath is None:
-            callback.dirpath = str(resume_from.parent)
-
-
 def run_one(table: Table, row: Row, budget: str, seed: int, root: Path) -> dict:
     """Fit and test one row with one seed (unless a finished run is stored); returns the test
     metrics, the wall time and the task's ``report_notes``. A ``test_of`` row first runs (or
     finds) the row it tests and only tests that row's best checkpoint."""
-    from ..cli import build_cli, resolve_checkpoint  # Lightning is imported only when needed
+    # Lightning is imported only when needed
+    from ..cli import build_cli, keep_checkpoint_folder, resolve_checkpoint
 
     out = _run_dir(table, row, budget, seed, root)
     result_file = out / "result.json"
@@ -108,7 +96,7 @@ def run_one(table: Table, row: Row, budget: str, seed: int, root: Path) -> dict:
         warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
         cli = build_cli(args, run=False)
     if resume_from is not None and checkpoint is None:
-        _keep_checkpoint_folder(cli.trainer, resume_from)
+        keep_checkpoint_folder(cli.trainer, resume_from)
     if checkpoint is None:
         cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=resume_from)
     tested = cli.trainer.test(cli.model, datamodule=cli.datamodule,
