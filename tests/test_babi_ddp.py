@@ -12,6 +12,7 @@ import pytest
 
 from datamodules.files import data_root
 from lit_structattn.cli import build_cli
+from tests.logged_metrics import logged
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs" / "babi"
 BABI = data_root() / "babi_v1.2_en"
@@ -41,16 +42,13 @@ def test_ddp_validation_accuracies_cover_the_whole_split(tmp_path):
                 "--trainer.logger.save_dir", str(tmp_path / "ddp"))],
         cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
-    (metrics,) = (tmp_path / "ddp").rglob("metrics.csv")
-    rows = [line.split(",") for line in metrics.read_text().splitlines()]
-    logged = {name: float(next(r[i] for r in rows[1:] if r[i]))
-              for i, name in enumerate(rows[0]) if name in ("val/accuracy", "val/fact_accuracy")}
+    values = {name: logged(tmp_path / "ddp", name)
+              for name in ("val/accuracy", "val/fact_accuracy")}
     (checkpoint,) = (tmp_path / "ddp").rglob("*.ckpt")
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
         single = build_cli(_args(tmp_path / "single", "--trainer.logger", "false"), run=False)
     (validated,) = single.trainer.validate(single.model, datamodule=single.datamodule,
                                            ckpt_path=str(checkpoint), verbose=False)
-    assert len(logged) == 2
-    for name, value in logged.items():
+    for name, (value,) in values.items():  # logged once, by the one validation
         assert validated[name] == pytest.approx(value, abs=1e-6), name

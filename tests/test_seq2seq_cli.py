@@ -4,7 +4,6 @@ reaching the validation loss of one process."""
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import subprocess
@@ -12,6 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.logged_metrics import logged
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "configs" / "tree_transduction"
@@ -116,8 +117,7 @@ def test_test_with_best_checkpoint_alias(trained, tmp_path):
 
 
 def final_val_loss(out: Path) -> float:
-    rows = list(csv.DictReader(next(out.rglob("metrics.csv")).open()))
-    return [float(r["val/loss"]) for r in rows if r.get("val/loss")][-1]
+    return logged(out, "val/loss")[-1]
 
 
 @pytest.mark.slow

@@ -19,6 +19,7 @@ from lit_structattn.reproduce import runner
 from lit_structattn.reproduce.tables import TABLES
 from lit_structattn.tasks.translation import TranslationTask, repeated_positions
 
+from .logged_metrics import logged
 from .translation_corpus import write_corpus
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs" / "translation"
@@ -204,10 +205,7 @@ def test_ddp_validation_scores_the_whole_split_once(corpus, tmp_path):
     run = subprocess.run([sys.executable, "-m", "lit_structattn.cli", "fit", *args],
                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
-    (metrics,) = tmp_path.rglob("metrics.csv")
-    rows = [line.split(",") for line in metrics.read_text().splitlines()]
-    column = rows[0].index("val/chrf")
-    ddp_chrf = float(next(r[column] for r in rows[1:] if r[column]))
+    ddp_chrf = logged(tmp_path, "val/chrf")[0]
     (checkpoint,) = tmp_path.rglob("*.ckpt")
     single = cli_for(tiny(odd, tmp_path / "single", "softmax", "--trainer.logger", "false",
                           "--trainer.callbacks", "[]"))
