@@ -202,3 +202,12 @@ def test_tied_embeddings_share_one_matrix():
     with pytest.raises(ValueError, match="embed_dim == hidden_dim"):
         Seq2Seq(20, 20, embed_dim=8, hidden_dim=16, tie_embeddings=True)
 
+
+
+def test_init_range_bounds_every_parameter():
+    kwargs = dict(embed_dim=8, hidden_dim=8, tie_embeddings=True, coverage_vector=True)
+    bounded = Seq2Seq(20, 20, init_range=0.1, **kwargs)
+    assert all(p.abs().max() <= 0.1 for p in bounded.parameters())
+    assert all(p.abs().max() > 0.01 for p in bounded.parameters())  # drawn, not zeroed
+    default = Seq2Seq(20, 20, **kwargs)  # PyTorch's: the embeddings are N(0, 1)
+    assert default.tgt_embed.weight.abs().max() > 1

@@ -223,9 +223,11 @@ class ChainCRFMemory(nn.Module):
         theta = (keys @ queries[..., None]).squeeze(-1)  # [B, K, n]
         if self.binary:
             links = keys[:, :-1] @ keys[:, 1:].transpose(-1, -2)  # x_i^k . x_j^{k+1} [B,K-1,n,n]
-            pairwise = theta[:, :-1, :, None] + links + theta[:, 1:, None, :]
-            ends = theta[:, [0, -1]]  # first and last step [B, 2, n]
-            if not emb.linear_start:
+            pairwise = links + theta[:, 1:, None, :]
+            ends = theta[:, ::emb.hops - 1]  # the first and last step [B, 2, n] (a view)
+            if emb.linear_start:
+                pairwise = theta[:, :-1, :, None] + pairwise
+            else:  # theta_k(i) is constant in each row: the row normalization drops it
                 repeat = torch.eye(real.shape[1], dtype=torch.bool, device=real.device)
                 pairwise = _log_normalize(pairwise, real[:, None, None, :] & ~repeat)
                 ends = _log_normalize(ends, real[:, None, :])

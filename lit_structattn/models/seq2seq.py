@@ -160,6 +160,9 @@ class Seq2Seq(nn.Module):
             ``sample_joint`` and ``hard`` draw in training (when decoding, ``sample_joint`` keeps
             the ``joint_k`` most attended positions as beam-joint does and ``hard`` the most
             attended one); may be set differently for decoding.
+        init_range: every parameter starts uniform in ``[-init_range, init_range]`` (the
+            authors' OpenNMT / seq2seq-attn default 0.1); 0 keeps PyTorch's initializations
+            (embeddings ``N(0, 1)``, which with tied embeddings makes large initial logits).
         encoder_kwargs: passed to :class:`SourceEncoder` (``encoder``, ``source_attention``,
             ``parser_dim``).
         bos_id, eos_id: the target start and end symbols.
@@ -187,6 +190,7 @@ class Seq2Seq(nn.Module):
         output: str = "soft",
         joint_k: int = 6,
         joint_vocab: bool | None = None,
+        init_range: float = 0.0,
         **encoder_kwargs,
     ) -> None:
         super().__init__()
@@ -229,6 +233,9 @@ class Seq2Seq(nn.Module):
         if joint_k < 1:
             raise ValueError(f"joint_k must be >= 1, got {joint_k}")
         self.output, self.joint_k = output, joint_k  # joint_k may be changed for decoding
+        if init_range > 0:
+            for parameter in self.parameters():
+                nn.init.uniform_(parameter, -init_range, init_range)
 
     @contextmanager
     def joint_positions(self, k: int | None) -> Iterator[None]:

@@ -38,7 +38,8 @@ class Seq2SeqTask(Task):
             ``joint_k``) at validation and test time.
         optimizer: ``sgd`` (the paper: lr 1, halved every epoch from ``decay_start`` on) or
             ``adam``.
-        init_range: parameters start uniform in ``[-init_range, init_range]`` (0 = PyTorch's).
+        init_range: parameters start uniform in ``[-init_range, init_range]`` (0 = PyTorch's),
+            see ``Seq2Seq``.
         max_decode_len: decoding stops after this many tokens.
         test_beam: beam size at test time (1 = greedy); validation decodes greedily.
         metric: ``length_to_failure`` (per formula depth) or ``exact_match``.
@@ -78,11 +79,8 @@ class Seq2SeqTask(Task):
             vocab_size, vocab_size, embed_dim, hidden_dim, attention=attention, score=score,
             input_feed=input_feed, dropout=dropout, source_attention=source_attention,
             parser_dim=parser_dim, encoder=encoder, encoder_dim=encoder_dim, output=output,
-            joint_k=joint_k,
+            joint_k=joint_k, init_range=init_range,
         )
-        if init_range > 0:
-            for parameter in self.model.parameters():
-                torch.nn.init.uniform_(parameter, -init_range, init_range)
         self.metrics = torch.nn.ModuleDict({
             split: LengthToFailure(max_depth) if metric == "length_to_failure" else ExactMatch()
             for split in ("val", "test")

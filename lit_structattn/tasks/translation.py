@@ -80,6 +80,8 @@ class TranslationTask(Task):
         penalty_grid: COVPENALTY with tuned weights: ``[alpha, beta]`` pairs tried on the
             validation set before testing (Wu et al.'s length penalty); the best BLEU wins.
         drop_score: compute the DROP score at test time (one eflomal run over train + test).
+        init_range: parameters start uniform in ``[-init_range, init_range]`` (0 = PyTorch's),
+            see ``Seq2Seq``.
     """
 
     def __init__(
@@ -113,6 +115,7 @@ class TranslationTask(Task):
         min_attention: float = 0.1,
         penalty_grid: list[tuple[float, float]] | None = None,
         drop_score: bool = True,
+        init_range: float = 0.0,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -122,7 +125,7 @@ class TranslationTask(Task):
             input_feed=input_feed, dropout=dropout, fertility=fertility, sink=sink,
             exhaustion_bonus=exhaustion_bonus, coverage_vector=coverage_vector,
             encoder="bilstm", encoder_dim=encoder_dim, tie_embeddings=tie_embeddings,
-            output=output, joint_k=joint_k,
+            output=output, joint_k=joint_k, init_range=init_range,
         )
         self.nll = torch.nn.ModuleDict({split: MeanMetric() for split in ("val", "test")})
         self.penalty = {"alpha": alpha, "length_penalty": length_penalty,
