@@ -29,7 +29,12 @@ class BiLSTMEncoder(nn.Module):
 
     def forward(self, inputs: Tensor, lengths: Tensor) -> Tensor:
         """``inputs [B, T, D]``, ``lengths [B]`` -> states ``[B, T, 2H]``."""
+        return self.run(inputs, lengths)[0]
+
+    def run(self, inputs: Tensor, lengths: Tensor) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        """States ``[B, T, 2H]`` and the top layer's final ``(h, c)``, each ``[B, 2H]``: the
+        forward direction after the last word next to the backward one after the first."""
         packed = pack_padded_sequence(inputs, lengths.cpu(), batch_first=True, enforce_sorted=False)
-        states, _ = self.lstm(packed)
+        states, (h, c) = self.lstm(packed)
         states, _ = pad_packed_sequence(states, batch_first=True, total_length=inputs.shape[1])
-        return states
+        return states, (torch.cat([h[-2], h[-1]], -1), torch.cat([c[-2], c[-1]], -1))

@@ -141,13 +141,18 @@ def test_beam_search_with_covpenalty_runs_and_defaults_unchanged():
     assert penalized.shape[0] == 4
 
 
-@pytest.mark.parametrize("attention", ["softmax", "csparsemax"])
-def test_batched_decoding_equals_decoding_each_sentence_alone(attention):
+BRIDGE = {"encoder": "bilstm", "encoder_dim": 4, "decoder_init": "encoder"}
+
+
+@pytest.mark.parametrize(("attention", "extra", "seed"), [("softmax", {}, 3), ("csparsemax", {}, 3),
+                                                          ("softmax", BRIDGE, 9)])
+def test_batched_decoding_equals_decoding_each_sentence_alone(attention, extra, seed):
     """Finished sentences leave the batch during greedy and beam search: the outputs must be
-    those of decoding every sentence on its own (some end early, some run to the limit)."""
-    torch.manual_seed(3)
+    those of decoding every sentence on its own (some end early, some run to the limit; the
+    seed makes both happen)."""
+    torch.manual_seed(seed)
     model = Seq2Seq(15, 15, embed_dim=8, hidden_dim=8, attention=attention,
-                    sink=attention != "softmax", input_feed=True).eval()
+                    sink=attention != "softmax", input_feed=True, **extra).eval()
     with torch.no_grad():
         model.generator.bias[model.eos_id] = 0.2  # <eos> depends strongly on the state:
         model.generator.weight[model.eos_id] *= 6  # some sentences end at once, some never
@@ -211,3 +216,23 @@ def test_init_range_bounds_every_parameter():
     assert all(p.abs().max() > 0.01 for p in bounded.parameters())  # drawn, not zeroed
     default = Seq2Seq(20, 20, **kwargs)  # PyTorch's: the embeddings are N(0, 1)
     assert default.tgt_embed.weight.abs().max() > 1
+
+
+def test_decoder_can_start_from_the_encoder_final_state():
+    torch.manual_seed(0)
+    model = Seq2Seq(20, 20, embed_dim=8, hidden_dim=8, **BRIDGE)
+    src, lengths = make_batch(seed=0)
+    source = model.encode(src, lengths)
+    states = source.memory
+    rows = torch.arange(len(src))
+    forward_last, backward_first = states[rows, lengths - 1, :4], states[:, 0, 4:]
+    state = model.initial_state(source)
+    torch.testing.assert_close(state.h[0], torch.cat([forward_last, backward_first], -1))
+    assert state.c.abs().sum() > 0 and not state.feed.any()
+    zeros = Seq2Seq(20, 20, embed_dim=8, hidden_dim=8, encoder="bilstm", encoder_dim=4)
+    assert not zeros.initial_state(zeros.encode(src, lengths)).h.any()
+    with pytest.raises(ValueError, match="2 encoder_dim == hidden_dim"):
+        Seq2Seq(20, 20, embed_dim=8, hidden_dim=8, encoder="bilstm", encoder_dim=8,
+                decoder_init="encoder")
+    with pytest.raises(ValueError, match="valid: zeros, encoder"):
+        Seq2Seq(20, 20, decoder_init="mean")

@@ -193,7 +193,10 @@ class EasyFirstDecoder(nn.Module):
         attention = []
         for n in range(int(num_steps.max()) if batch else 0):
             active = n < num_steps  # [B]
-            maps = (static + self.sketch_map(sketches.transpose(1, 2))).transpose(1, 2)
+            if n:  # the sketches start at 0, where the bias-free sketch map is exactly 0
+                maps = (static + self.sketch_map(sketches.transpose(1, 2))).transpose(1, 2)
+            else:
+                maps = static.transpose(1, 2)
             pre_z, pre_s = maps.split([self.preattention_dim, self.sketch_dim], dim=-1)
             alpha = self._attend(n, pre_z, pre_s, beta, mask, active, lengths, positions,
                                  states, output)

@@ -38,6 +38,7 @@ SOURCE_ATTENTION = ("none", "simple", "structured")
 SAMPLED_OUTPUTS = ("hard", "sample_joint")  # trained with REINFORCE
 OUTPUTS = ("soft", "full_joint", "beam_joint", *SAMPLED_OUTPUTS)
 ENCODERS = ("embedding", "bilstm")
+DECODER_INITS = ("zeros", "encoder")
 
 
 def _rows(t: Tensor | None, index: Tensor, dim: int = 0) -> Tensor | None:
@@ -66,19 +67,23 @@ class EncodedSource:
     """``memory [B, S, M]`` attended by the decoder, ``mask [B, S]``, the intra-source
     attention ``self_attention [B, S+1, S+1]`` (index 0 = root) when the encoder has one, and for
     constrained attention the ``fertility [B, S]`` of every source token and ``bonus_mask
-    [B, S]`` (the real tokens other than the sink, which get the exhaustion bonus)."""
+    [B, S]`` (the real tokens other than the sink, which get the exhaustion bonus); ``final``:
+    the BiLSTM encoder's final ``(h, c)``, each ``[B, M]`` (None without a BiLSTM)."""
 
     memory: Tensor
     mask: Tensor
     self_attention: Tensor | None = None
     fertility: Tensor | None = None
     bonus_mask: Tensor | None = None
+    final: tuple[Tensor, Tensor] | None = None
 
     def select(self, index: Tensor) -> EncodedSource:
         return replace(self, memory=self.memory[index], mask=self.mask[index],
                        self_attention=_rows(self.self_attention, index),
                        fertility=_rows(self.fertility, index),
-                       bonus_mask=_rows(self.bonus_mask, index))
+                       bonus_mask=_rows(self.bonus_mask, index),
+                       final=None if self.final is None else
+                       (self.final[0][index], self.final[1][index]))
 
 
 class SourceEncoder(nn.Module):
@@ -125,9 +130,10 @@ class SourceEncoder(nn.Module):
             parsed = self.syntactic(x, lengths)
             x = torch.cat([x, parsed.parents], dim=-1)
             self_attention = parsed.marginals
+        final = None
         if self.rnn is not None:
-            x = self.rnn(x, lengths)
-        return EncodedSource(x * mask[..., None], mask, self_attention)
+            x, final = self.rnn.run(x, lengths)
+        return EncodedSource(x * mask[..., None], mask, self_attention, final=final)
 
 
 class Seq2Seq(nn.Module):
@@ -160,6 +166,9 @@ class Seq2Seq(nn.Module):
             ``sample_joint`` and ``hard`` draw in training (when decoding, ``sample_joint`` keeps
             the ``joint_k`` most attended positions as beam-joint does and ``hard`` the most
             attended one); may be set differently for decoding.
+        decoder_init: the decoder's first LSTM state: ``zeros``, or ``encoder`` = the BiLSTM
+            encoder's final ``(h, c)`` (both directions side by side, in every decoder layer;
+            needs ``2 encoder_dim == hidden_dim``), as OpenNMT initializes its decoder.
         init_range: every parameter starts uniform in ``[-init_range, init_range]`` (the
             authors' OpenNMT / seq2seq-attn default 0.1); 0 keeps PyTorch's initializations
             (embeddings ``N(0, 1)``, which with tied embeddings makes large initial logits).
@@ -190,6 +199,7 @@ class Seq2Seq(nn.Module):
         output: str = "soft",
         joint_k: int = 6,
         joint_vocab: bool | None = None,
+        decoder_init: str = "zeros",
         init_range: float = 0.0,
         **encoder_kwargs,
     ) -> None:
@@ -233,6 +243,11 @@ class Seq2Seq(nn.Module):
         if joint_k < 1:
             raise ValueError(f"joint_k must be >= 1, got {joint_k}")
         self.output, self.joint_k = output, joint_k  # joint_k may be changed for decoding
+        self.decoder_init = check_choice("decoder_init", decoder_init, DECODER_INITS)
+        if decoder_init == "encoder" and (self.encoder.rnn is None or memory_dim != hidden_dim):
+            raise ValueError("decoder_init='encoder' needs a BiLSTM encoder with 2 encoder_dim == "
+                             f"hidden_dim, got encoder output {memory_dim} and hidden_dim "
+                             f"{hidden_dim}")
         if init_range > 0:
             for parameter in self.parameters():
                 nn.init.uniform_(parameter, -init_range, init_range)
@@ -269,13 +284,17 @@ class Seq2Seq(nn.Module):
 
     def initial_state(self, source: EncodedSource) -> DecoderState:
         """The decoder state before the first step for (possibly beam-expanded) ``source``:
-        zero LSTM states and input feed, no coverage yet."""
+        zero (or the encoder's final, see ``decoder_init``) LSTM states, zero input feed, no
+        coverage yet."""
         memory = source.memory
         batch, length, _ = memory.shape
-        zeros = memory.new_zeros(self.num_layers, batch, self.hidden_dim)
+        if self.decoder_init == "encoder":
+            h, c = (t.expand(self.num_layers, -1, -1).contiguous() for t in source.final)
+        else:
+            h = memory.new_zeros(self.num_layers, batch, self.hidden_dim)
+            c = torch.zeros_like(h)
         coverage = memory.new_zeros(batch, length) if self.tracks_coverage else None
-        return DecoderState(zeros, zeros.clone(), memory.new_zeros(batch, self.hidden_dim),
-                            coverage)
+        return DecoderState(h, c, memory.new_zeros(batch, self.hidden_dim), coverage)
 
     def _attend(
         self, queries: Tensor, source: EncodedSource, coverage: Tensor | None = None

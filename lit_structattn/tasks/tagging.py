@@ -207,4 +207,8 @@ class TaggingTask(Task):
         return figures
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.Adagrad(self.parameters(), lr=self.hparams.lr)
+        # On CPU the fused kernel updates each parameter in one pass instead of four; the
+        # embedding tables hold nearly all the parameters, and the unfused update took a
+        # quarter of an NER training step. Same update up to rounding.
+        return torch.optim.Adagrad(self.parameters(), lr=self.hparams.lr,
+                                   fused=self.device.type == "cpu")

@@ -82,6 +82,8 @@ class TranslationTask(Task):
         drop_score: compute the DROP score at test time (one eflomal run over train + test).
         init_range: parameters start uniform in ``[-init_range, init_range]`` (0 = PyTorch's),
             see ``Seq2Seq``.
+        decoder_init: ``zeros`` or ``encoder`` (the decoder starts from the BiLSTM encoder's
+            final state; ``2 encoder_dim == hidden_dim``), see ``Seq2Seq``.
     """
 
     def __init__(
@@ -116,6 +118,7 @@ class TranslationTask(Task):
         penalty_grid: list[tuple[float, float]] | None = None,
         drop_score: bool = True,
         init_range: float = 0.0,
+        decoder_init: str = "zeros",
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -125,7 +128,7 @@ class TranslationTask(Task):
             input_feed=input_feed, dropout=dropout, fertility=fertility, sink=sink,
             exhaustion_bonus=exhaustion_bonus, coverage_vector=coverage_vector,
             encoder="bilstm", encoder_dim=encoder_dim, tie_embeddings=tie_embeddings,
-            output=output, joint_k=joint_k, init_range=init_range,
+            output=output, joint_k=joint_k, init_range=init_range, decoder_init=decoder_init,
         )
         self.nll = torch.nn.ModuleDict({split: MeanMetric() for split in ("val", "test")})
         self.penalty = {"alpha": alpha, "length_penalty": length_penalty,
