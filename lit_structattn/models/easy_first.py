@@ -187,32 +187,31 @@ class EasyFirstDecoder(nn.Module):
         valid = mask.to(states.dtype)
         states = states * valid[..., None]
         static = self.state_map(states.transpose(1, 2))  # [B, D_z + D_s, T]
-        sketches = states.new_zeros(batch, length, self.sketch_dim)
+        # Channels first inside the loop, the layout of the convolutions: no transposes.
+        sketches = states.new_zeros(batch, self.sketch_dim, length)  # [B, D_s, T]
         beta = states.new_zeros(batch, length)
         positions = torch.arange(length, device=states.device)
         attention = []
         for n in range(int(num_steps.max()) if batch else 0):
             active = n < num_steps  # [B]
-            if n:  # the sketches start at 0, where the bias-free sketch map is exactly 0
-                maps = (static + self.sketch_map(sketches.transpose(1, 2))).transpose(1, 2)
-            else:
-                maps = static.transpose(1, 2)
-            pre_z, pre_s = maps.split([self.preattention_dim, self.sketch_dim], dim=-1)
+            # The sketches start at 0, where the bias-free sketch map is exactly 0.
+            maps = static + self.sketch_map(sketches) if n else static  # [B, D_z + D_s, T]
+            pre_z, pre_s = maps.split([self.preattention_dim, self.sketch_dim], dim=1)
             alpha = self._attend(n, pre_z, pre_s, beta, mask, active, lengths, positions,
                                  states, output)
             alpha = alpha * active[:, None].to(alpha.dtype)
             beta = beta + alpha
             if self.update == "full":
-                sketches = sketches + alpha[..., None] * torch.tanh(pre_s)
+                sketches = sketches + alpha[:, None] * torch.tanh(pre_s)
             else:
-                pooled = torch.tanh((alpha[..., None] * pre_s).sum(1, keepdim=True))
-                sketches = sketches + alpha[..., None] * pooled
+                pooled = torch.tanh((alpha[:, None] * pre_s).sum(2, keepdim=True))
+                sketches = sketches + alpha[:, None] * pooled
             attention.append(alpha)
         if attention:
             attention_tensor = torch.stack(attention, dim=1)
         else:
             attention_tensor = states.new_zeros(batch, 0, length)
-        return sketches, attention_tensor, num_steps
+        return sketches.transpose(1, 2), attention_tensor, num_steps
 
     def _attend(
         self,
@@ -227,11 +226,12 @@ class EasyFirstDecoder(nn.Module):
         states: Tensor,
         output: Callable[[Tensor, Tensor], Tensor] | None,
     ) -> Tensor:
-        """``alpha^n [B, T]`` (rows of finished sentences are zeroed by the caller)."""
+        """``alpha^n [B, T]`` from the pre-activations ``pre_z [B, D_z, T]``, ``pre_s [B, D_s,
+        T]`` (rows of finished sentences are zeroed by the caller)."""
         name = self.attention
         dtype = beta.dtype
         if name in LEARNED_ATTENTIONS:
-            z = self.v(torch.tanh(pre_z)).squeeze(-1)
+            z = (self.v.weight @ torch.tanh(pre_z)).squeeze(1)  # v^T tanh(.) [B, T]
             if name == "softmax":
                 return masked_softmax(z, mask=mask)
             if name == "sparsemax":
@@ -251,7 +251,7 @@ class EasyFirstDecoder(nn.Module):
         if output is None:
             raise ValueError("the vanilla attention needs the output layer (output=...)")
         with torch.no_grad():
-            scores = output(states, torch.tanh(pre_s))
+            scores = output(states, torch.tanh(pre_s).transpose(1, 2))
             if self.vanilla_criterion == "probability":
                 scores = torch.log_softmax(scores, dim=-1)
             best = scores.max(-1).values.to(dtype)
