@@ -19,6 +19,7 @@ import torch
 from bench.timing import markdown_table, write_report
 from datamodules.ud_pos import UDPOSDataModule
 from lit_structattn.models.easy_first import EasyFirstTagger
+from lit_structattn.tasks.tagging import adagrad
 
 REPORT = Path(__file__).resolve().parent.parent / "reports" / "bench_easy_first.md"
 MODELS = {
@@ -37,7 +38,7 @@ def sentences_per_second(steps: int) -> dict[str, float]:
     sizes = (len(data.vocab), len(data.tag_vocab), len(data.affix_vocab))
     models = {name: EasyFirstTagger(*sizes, attention="csoftmax", update="full", **kwargs)
               for name, kwargs in MODELS.items()}
-    optimizers = {name: torch.optim.Adagrad(m.parameters(), lr=0.1, fused=True)  # as TaggingTask
+    optimizers = {name: adagrad(m.parameters(), 0.1, torch.device("cpu"))
                   for name, m in models.items()}
     seconds = dict.fromkeys(models, 0.0)
     sentences = 0

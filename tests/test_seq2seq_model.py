@@ -208,7 +208,6 @@ def test_tied_embeddings_share_one_matrix():
         Seq2Seq(20, 20, embed_dim=8, hidden_dim=16, tie_embeddings=True)
 
 
-
 def test_init_range_bounds_every_parameter():
     kwargs = dict(embed_dim=8, hidden_dim=8, tie_embeddings=True, coverage_vector=True)
     bounded = Seq2Seq(20, 20, init_range=0.1, **kwargs)
