@@ -235,3 +235,21 @@ def test_decoder_can_start_from_the_encoder_final_state():
                 decoder_init="encoder")
     with pytest.raises(ValueError, match="valid: zeros, encoder"):
         Seq2Seq(20, 20, decoder_init="mean")
+
+
+@pytest.mark.parametrize("output", ["soft", "full_joint"])
+def test_loss_is_the_smoothed_cross_entropy_of_the_real_target_tokens(output):
+    torch.manual_seed(0)
+    model = Seq2Seq(20, 20, embed_dim=8, hidden_dim=8, input_feed=True, output=output)
+    src, lengths = make_batch(seed=1)
+    tgt_out, _ = make_batch(seed=2)  # padded rows of different lengths
+    tgt_in = torch.cat([torch.ones_like(tgt_out[:, :1]), tgt_out[:, :-1]], 1)
+    scores, _, _ = model(src, lengths, tgt_in)
+    for smoothing in (0.0, 0.1):
+        expected = torch.nn.functional.cross_entropy(
+            scores.flatten(0, 1), tgt_out.flatten(), ignore_index=0, label_smoothing=smoothing)
+        found = model.loss(src, lengths, tgt_in, tgt_out, label_smoothing=smoothing)
+        torch.testing.assert_close(found, expected)
+        wrong = torch.nn.functional.cross_entropy(  # counting the padding would differ
+            scores.flatten(0, 1), tgt_out.flatten(), label_smoothing=smoothing)
+        assert not torch.isclose(found, wrong)

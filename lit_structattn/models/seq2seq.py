@@ -454,9 +454,13 @@ class Seq2Seq(nn.Module):
                                                        fertility)
             loss = token_loss.masked_select(mask).mean()
         else:
-            scores, _, _ = self(src, src_lengths, tgt_in, fertility)
-            loss = nn.functional.cross_entropy(scores.flatten(0, 1), tgt_out.flatten(),
-                                               ignore_index=0, label_smoothing=label_smoothing)
+            if self.output == "soft":  # the output layer only where there is a target token
+                combined = self._teacher_forced(src, src_lengths, tgt_in, fertility)[0]
+                scores = self.generator(combined[mask])  # [N, V]
+            else:
+                scores = self(src, src_lengths, tgt_in, fertility)[0][mask]
+            loss = nn.functional.cross_entropy(scores, tgt_out[mask],
+                                               label_smoothing=label_smoothing)
         penalty = getattr(self.attention, "penalty", None)
         return loss if penalty is None else loss + penalty()
 
