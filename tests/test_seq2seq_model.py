@@ -237,10 +237,11 @@ def test_decoder_can_start_from_the_encoder_final_state():
         Seq2Seq(20, 20, decoder_init="mean")
 
 
-@pytest.mark.parametrize("output", ["soft", "full_joint"])
+@pytest.mark.parametrize("output", ["soft", "full_joint", "beam_joint"])
 def test_loss_is_the_smoothed_cross_entropy_of_the_real_target_tokens(output):
     torch.manual_seed(0)
-    model = Seq2Seq(20, 20, embed_dim=8, hidden_dim=8, input_feed=True, output=output)
+    model = Seq2Seq(20, 20, embed_dim=8, hidden_dim=8, input_feed=True, output=output,
+                    joint_k=2)
     src, lengths = make_batch(seed=1)
     tgt_out, _ = make_batch(seed=2)  # padded rows of different lengths
     tgt_in = torch.cat([torch.ones_like(tgt_out[:, :1]), tgt_out[:, :-1]], 1)

@@ -453,12 +453,12 @@ class Seq2Seq(nn.Module):
             token_loss = -self._sampled_log_likelihood(src, src_lengths, tgt_in, tgt_out,
                                                        fertility)
             loss = token_loss.masked_select(mask).mean()
-        else:
-            if self.output == "soft":  # the output layer only where there is a target token
-                combined = self._teacher_forced(src, src_lengths, tgt_in, fertility)[0]
-                scores = self.generator(combined[mask])  # [N, V]
-            else:
-                scores = self(src, src_lengths, tgt_in, fertility)[0][mask]
+        else:  # the output layer only at the N real target tokens, each a one-step row
+            combined, queries, weights, source = self._teacher_forced(src, src_lengths, tgt_in,
+                                                                      fertility)
+            sentence = mask.nonzero()[:, 0]  # [N] the sentence of each token
+            scores = self._predict(combined[mask][:, None], queries[mask][:, None],
+                                   weights[mask][:, None], source.select(sentence))[:, 0]
             loss = nn.functional.cross_entropy(scores, tgt_out[mask],
                                                label_smoothing=label_smoothing)
         penalty = getattr(self.attention, "penalty", None)
