@@ -17,7 +17,8 @@ install: $(STAMP)
 
 demo: install  ## the main job: simple vs structured attention on tree transduction (~7 min)
 	$(PYTHON) -m lit_structattn.cli reproduce tree_transduction --budget demo --seeds 1 \
-		--rows simple structured --root runs/demo --report runs/demo/tree_transduction.md
+		--rows simple structured --root runs/demo --report runs/demo/tree_transduction.md \
+		--results runs/demo/results
 	@echo "TensorBoard logs (attention figures, parses): tensorboard --logdir runs/demo"
 
 test: install  ## the test suite

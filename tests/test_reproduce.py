@@ -10,8 +10,9 @@ from lit_structattn.reproduce import run_table
 
 
 def test_ci_run_writes_report_and_resumes(tmp_path):
-    report = tmp_path / "report.md"
-    run_table("tree_transduction", "ci", seeds=1, rows=["simple"], root=tmp_path, report=report)
+    report, ledger = tmp_path / "report.md", tmp_path / "ledger"
+    run_table("tree_transduction", "ci", seeds=1, rows=["simple"], root=tmp_path, report=report,
+              results=ledger)
     text = report.read_text()
     assert "| simple |" in text and "(paper 87.4)" in text and "**Budget `ci`:**" in text
     assert "| no attention |" not in text  # only the selected row
@@ -29,6 +30,12 @@ def test_ci_run_writes_report_and_resumes(tmp_path):
     assert "| simple |" in text and " | 1 | " in text.split("| simple |")[1].splitlines()[0]
     assert "not run here:** no attention; structured." in text
     assert len(list(tmp_path.rglob("result.json"))) == 1
+    # the ledger keeps the result where the run folders are gone (e.g. on another machine)
+    filed = ledger / "tree_transduction" / "ci" / "simple" / "seed0.json"
+    assert json.loads(filed.read_text()) == json.loads(result.read_text())
+    run_table("tree_transduction", "ci", seeds=1, root=tmp_path / "gone", report=report,
+              cached_only=True, results=ledger)
+    assert "| simple |" in report.read_text()
     # a run interrupted after its last checkpoint continues from it instead of starting over
     result.unlink()
     run_table("tree_transduction", "ci", seeds=1, rows=["simple"], root=tmp_path, report=report)
@@ -93,3 +100,43 @@ def test_resumed_run_keeps_the_best_checkpoints_of_its_first_part(tmp_path):
     assert not [w for w in caught if "dirpath has changed" in str(w.message)]
     assert not list(out.glob("lightning_logs/version_1/checkpoints"))
     assert list(out.glob("lightning_logs/version_0/checkpoints/*epoch=1*.ckpt"))
+
+
+def test_rows_of_an_earlier_report_are_shown_until_rerun_with_as_many_seeds(tmp_path):
+    """A ledger's ``earlier.json`` row (its per-run results lost) fills the report, marked, and
+    gives way to the row's runs once they have at least its seeds; averages use both."""
+    from dataclasses import replace
+
+    from lit_structattn.reproduce.runner import earlier_report, render
+    from lit_structattn.reproduce.tables import TABLES
+
+    table = TABLES["babi_qa"]  # selects on validation and averages a group
+    first, second = table.rows[0], table.rows[3]  # two tasks of MemN2N
+    table = replace(table, rows=(first, second))
+    keys = [key for key, _ in table.metrics]
+    folder = tmp_path / table.name / "cpu"
+    folder.mkdir(parents=True)
+    (folder / "earlier.json").write_text(json.dumps({
+        "source": "the report of commit abc", "rows": {
+            first.name: {"seeds": 2, "wall_minutes": 3.0,
+                         "cells": {keys[0]: [70.0, 1.0, 72.0]}},
+            second.name: {"seeds": 1, "wall_minutes": 1.0, "resumed": True,
+                          "cells": {keys[0]: [10.0, 0.0, 10.0]}}}}))
+    earlier = earlier_report(table, "cpu", tmp_path)
+
+    def run(value, seed):
+        return {"metrics": {keys[0]: value}, "wall_seconds": 60.0, "seed": seed,
+                "validation": {table.select_by: value}}
+
+    text = render(table, "cpu", range(2), {first.name: [run(0.5, 0)],
+                                           second.name: [run(0.2, 0), run(0.4, 1)]},
+                  earlier=earlier)
+    first_line = next(line for line in text.splitlines() if line.startswith(f"| {first.name} |"))
+    second_line = next(line for line in text.splitlines()
+                       if line.startswith(f"| {second.name} |"))
+    assert "72.0 / 70.0 ± 1.0" in first_line and "| 2† | 3.0 min |" in first_line
+    assert "40.0 / 30.0 ± 14.1" in second_line and "| 2 | 1.0 min |" in second_line
+    assert "the report of commit abc" in text and "\\* a run" not in text
+    group_line = next(line for line in text.splitlines() if line.startswith("| average,"))
+    assert "56.0 / 50.0" in group_line  # (72 + 40) / 2 and (70 + 30) / 2
+    assert earlier_report(table, "ci", tmp_path).rows == {}

@@ -5,6 +5,12 @@ whose result exists is not repeated, so an interrupted reproduction resumes wher
 (and seeds can be spread over several processes with ``--first-seed``); an interrupted run
 continues from its newest ``last.ckpt`` when its configuration saves one. TensorBoard logs and
 checkpoints of a run go to the same folder.
+
+The CLI also files every result in the results ledger, ``reports/results/<table>/<budget>/
+<row>/seed<k>.json``, which is committed beside the reports: a report can be regenerated (and
+finished runs are skipped) on a machine whose run folders are gone. A ledger's
+``<table>/<budget>/earlier.json`` holds rows of an earlier report whose per-run results were
+lost, as that report printed them; the report shows such a row until as many seeds are run again.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import statistics
 import sys
 import time
 import warnings
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -51,10 +57,32 @@ def _shared_row(table: Table, row: Row) -> tuple[Table, Row]:
     return other_table, other
 
 
-def cached_result(table: Table, row: Row, budget: str, seed: int, root: Path) -> dict | None:
-    """The stored result of one finished run, or None."""
-    result_file = _run_dir(table, row, budget, seed, root) / "result.json"
-    return json.loads(result_file.read_text()) if result_file.exists() else None
+def _ledger_file(table: Table, row: Row, budget: str, seed: int, results: Path) -> Path:
+    if row.same_run_as is not None:
+        table, row = _shared_row(table, row)
+    return results / table.name / budget / _slug(row.name) / f"seed{seed}.json"
+
+
+def cached_result(
+    table: Table, row: Row, budget: str, seed: int, root: Path, results: Path | None = None,
+) -> dict | None:
+    """The stored result of one finished run (in its run folder, else in the ``results``
+    ledger), or None."""
+    for result_file in (_run_dir(table, row, budget, seed, root) / "result.json",
+                        *([_ledger_file(table, row, budget, seed, results)] if results else [])):
+        if result_file.exists():
+            return json.loads(result_file.read_text())
+    return None
+
+
+def _file(result: dict, table: Table, row: Row, budget: str, seed: int, results: Path | None):
+    """Write ``result`` into the ledger ``results`` (if given and not there yet)."""
+    if results is None:
+        return
+    entry = _ledger_file(table, row, budget, seed, results)
+    if not entry.exists():
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        entry.write_text(json.dumps(result, indent=2) + "\n")
 
 
 def _last_checkpoint(out: Path) -> Path | None:
@@ -64,22 +92,26 @@ def _last_checkpoint(out: Path) -> Path | None:
     return found[-1] if found else None
 
 
-def run_one(table: Table, row: Row, budget: str, seed: int, root: Path) -> dict:
+def run_one(
+    table: Table, row: Row, budget: str, seed: int, root: Path, results: Path | None = None,
+) -> dict:
     """Fit and test one row with one seed (unless a finished run is stored); returns the test
-    metrics, the wall time and the task's ``report_notes``. A ``test_of`` row first runs (or
-    finds) the row it tests and only tests that row's best checkpoint."""
+    metrics, the wall time and the task's ``report_notes``, also filed in the ledger
+    ``results`` when given. A ``test_of`` row first runs (or finds) the row it tests and only
+    tests that row's best checkpoint."""
     # Lightning is imported only when needed
     from ..cli import build_cli, keep_checkpoint_folder, resolve_checkpoint
 
     out = _run_dir(table, row, budget, seed, root)
     result_file = out / "result.json"
-    stored = cached_result(table, row, budget, seed, root)
+    stored = cached_result(table, row, budget, seed, root, results)
     if stored is not None:
+        _file(stored, table, row, budget, seed, results)
         return stored
     checkpoint = None
     if row.test_of is not None:
         trained = next(r for r in table.rows if r.name == row.test_of)
-        run_one(table, trained, budget, seed, root)
+        run_one(table, trained, budget, seed, root, results)
         checkpoint = resolve_checkpoint("best", _run_dir(table, trained, budget, seed, root))
     print(f"{table.name}: {'testing' if checkpoint else 'training'} '{row.name}', seed {seed}, "
           f"budget {budget} -> {out}", flush=True)
@@ -116,6 +148,7 @@ def run_one(table: Table, row: Row, budget: str, seed: int, root: Path) -> dict:
     }
     out.mkdir(parents=True, exist_ok=True)
     result_file.write_text(json.dumps(result, indent=2))
+    _file(result, table, row, budget, seed, results)
     return result
 
 
@@ -136,45 +169,86 @@ def _best_of(runs: list[dict], key: str, select_by: str) -> float | None:
     return max(ranked, key=lambda r: r["validation"][select_by])["metrics"][key]
 
 
-def _with_best(cell: str, best: float | None, scale: float) -> str:
-    return f"{'—' if best is None else f'{scale * best:.1f}'} / {cell}"
+@dataclass(frozen=True)
+class RowSummary:
+    """What a report row shows, in the report's units: per metric key ``(mean, std, best)``
+    (``best``: the test value of the seed best on validation, or None), the number of seeds, the
+    mean wall time, whether a run was resumed, and ``earlier``: True when the row comes from an
+    earlier report (``earlier.json`` of the ledger) rather than from per-run results."""
+
+    cells: dict[str, tuple[float, float, float | None]]
+    seeds: int
+    wall_minutes: float
+    resumed: bool = False
+    earlier: bool = False
 
 
-def _group_averages(table: Table, results: dict[str, list[dict]]) -> list[str]:
+def summarize(table: Table, runs: list[dict]) -> RowSummary:
+    """The summary of one row's finished runs (at least one)."""
+    cells = {}
+    for key, _ in table.metrics:
+        values = [table.scale * r["metrics"][key] for r in runs if key in r["metrics"]]
+        if values:
+            best = _best_of(runs, key, table.select_by) if table.select_by else None
+            cells[key] = (statistics.mean(values),
+                          statistics.stdev(values) if len(values) > 1 else 0.0,
+                          None if best is None else table.scale * best)
+    return RowSummary(cells, len(runs), statistics.mean(r["wall_seconds"] for r in runs) / 60,
+                      any("resumed_from" in r for r in runs))
+
+
+@dataclass(frozen=True)
+class EarlierReport:
+    """Rows of an earlier report whose per-run results were lost, as it printed them: where it
+    came from, ``{row name: RowSummary}`` and its notes (markdown lines)."""
+
+    source: str = ""
+    rows: dict[str, RowSummary] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+
+def earlier_report(table: Table, budget: str, results: Path | None) -> EarlierReport:
+    """The ledger's earlier report of ``table`` at ``budget`` (empty when there is none)."""
+    path = None if results is None else results / table.name / budget / "earlier.json"
+    if path is None or not path.exists():
+        return EarlierReport()
+    record = json.loads(path.read_text())
+    return EarlierReport(record["source"], {
+        name: RowSummary({key: tuple(cell) for key, cell in row["cells"].items()}, row["seeds"],
+                         row["wall_minutes"], row.get("resumed", False), earlier=True)
+        for name, row in record["rows"].items()}, tuple(record.get("notes", ())))
+
+
+def _shown(mean: float, std: float, best: float | None, select_by: str | None) -> str:
+    cell = f"{mean:.1f} ± {std:.1f}"
+    return f"{'—' if best is None else f'{best:.1f}'} / {cell}" if select_by else cell
+
+
+def _group_averages(table: Table, rows: dict[str, RowSummary]) -> list[str]:
     """One line per row group: the average over its rows of every cell (best-on-validation
     values too, when the table selects), beside the average of the paper's numbers of the same
     rows."""
     lines = []
     for group in dict.fromkeys(row.group for row in table.rows if row.group):
-        rows = [row for row in table.rows if row.group == group and results[row.name]]
+        members = [row for row in table.rows if row.group == group and row.name in rows]
         cells = []
         for key, _ in table.metrics:
-            means = {row.name: statistics.mean(r["metrics"][key] for r in results[row.name]
-                                               if key in r["metrics"])
-                     for row in rows if any(key in r["metrics"] for r in results[row.name])}
-            if not means:
+            shown = [row for row in members if key in rows[row.name].cells]
+            if not shown:
                 cells.append("—")
                 continue
-            cell = f"{table.scale * statistics.mean(means.values()):.1f}"
+            means = [rows[row.name].cells[key][0] for row in shown]
+            cell = f"{statistics.mean(means):.1f}"
             if table.select_by:
-                bests = [_best_of(results[name], key, table.select_by) for name in means]
-                cell = _with_best(cell, None if None in bests else statistics.mean(bests),
-                                  table.scale)
-            papers = [row.paper[key] for row in rows if row.name in means and key in row.paper]
+                bests = [rows[row.name].cells[key][2] for row in shown]
+                cell = f"{'—' if None in bests else f'{statistics.mean(bests):.1f}'} / {cell}"
+            papers = [row.paper[key] for row in shown if key in row.paper]
             cells.append(cell + (f" (paper {statistics.mean(papers):.1f})"
-                                 if len(papers) == len(means) else ""))
-        count = f"{len(rows)} row{'s' if len(rows) != 1 else ''}"
+                                 if len(papers) == len(shown) else ""))
+        count = f"{len(members)} row{'s' if len(members) != 1 else ''}"
         lines.append(f"| average, {group} ({count}) | " + " | ".join(cells)
                      + " | — | — |")
     return lines
-
-
-def _cell(values: list[float], scale: float) -> str:
-    if not values:
-        return "—"
-    mean = statistics.mean(values)
-    spread = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{scale * mean:.1f} ± {scale * spread:.1f}"
 
 
 def _notes(table: Table, results: dict[str, list[dict]]) -> list[str]:
@@ -197,9 +271,17 @@ def _notes(table: Table, results: dict[str, list[dict]]) -> list[str]:
 def render(
     table: Table, budget: str, seeds: range, results: dict[str, list[dict]],
     not_run: tuple[str, ...] = (), cached_only: bool = False,
+    earlier: EarlierReport = EarlierReport(),
 ) -> str:
     """The markdown report: ours (mean ± std over seeds) beside the paper, per metric, and how
-    many seeds each row has (fewer than asked only with ``cached_only``)."""
+    many seeds each row has (fewer than asked only with ``cached_only``). A row of the
+    ``earlier`` report is shown instead of its runs while it has more seeds than they do."""
+    rows = {}
+    for row in table.rows:
+        runs = results.get(row.name, [])
+        before = earlier.rows.get(row.name)
+        rows[row.name] = (before if before is not None and before.seeds > len(runs)
+                          else summarize(table, runs))
     header = ["model", *[label for _, label in table.metrics], "seeds", "wall time / run"]
     threads = sorted({r.get("threads", "?") for runs in results.values() for r in runs}, key=str)
     thread_note = f", {'/'.join(map(str, threads))} thread(s) per run" if threads else ""
@@ -224,45 +306,57 @@ def render(
         "| " + " | ".join(header) + " |", "|" + "---|" * len(header),
     ]
     for row in table.rows:
-        runs = results[row.name]
+        summary = rows[row.name]
         cells = []
         for key, _ in table.metrics:
-            ours = _cell([r["metrics"][key] for r in runs if key in r["metrics"]], table.scale)
-            if table.select_by:
-                ours = _with_best(ours, _best_of(runs, key, table.select_by), table.scale)
+            ours = (_shown(*summary.cells[key], table.select_by) if key in summary.cells
+                    else "—")
             paper = row.paper.get(key)
             cells.append(ours if paper is None else f"{ours} (paper {paper:.1f})")
-        wall = statistics.mean(r["wall_seconds"] for r in runs) / 60
-        resumed = "*" if any("resumed_from" in r for r in runs) else ""
         lines.append(f"| {row.name} | " + " | ".join(cells)
-                     + f" | {len(runs)} | {wall:.1f} min{resumed} |")
-    lines += _group_averages(table, results)
-    if any("resumed_from" in r for runs in results.values() for r in runs):
+                     + f" | {summary.seeds}{'†' if summary.earlier else ''} | "
+                     f"{summary.wall_minutes:.1f} min{'*' if summary.resumed else ''} |")
+    lines += _group_averages(table, rows)
+    if any(summary.resumed for summary in rows.values()):
         lines += ["", "\\* a run of this row was interrupted and resumed from its last "
                   "checkpoint: its wall time counts only the part after the resumption."]
-    return "\n".join([*lines, "", *_notes(table, results)]).rstrip("\n") + "\n"
+    notes = _notes(table, results)
+    if any(summary.earlier for summary in rows.values()):
+        lines += ["", f"† as printed by an earlier report ({earlier.source}), whose per-run "
+                  "results were lost with the machine that ran them; shown until as many seeds "
+                  "are run again."]
+        if earlier.notes:
+            notes += ["**Notes from the earlier report:**", "", *earlier.notes, ""]
+    return "\n".join([*lines, "", *notes]).rstrip("\n") + "\n"
 
 
 def run_table(
     name: str, budget: str, seeds: int, rows: list[str] | None = None,
     root: Path = Path("runs/reproduce"), report: Path | None = None, first_seed: int = 0,
-    cached_only: bool = False,
+    cached_only: bool = False, results: Path | None = None,
 ) -> Path:
     """Run (or resume) seeds ``first_seed .. seeds - 1`` of every selected row of table
-    ``name``; write the report over those seeds. With ``cached_only`` nothing is trained: the
-    report shows the stored runs among those seeds, and rows without any as not run."""
+    ``name``, filing each result in the ledger ``results`` when given; write the report over
+    those seeds. With ``cached_only`` nothing is trained: the report shows the stored runs
+    among those seeds (and the rows of the ledger's earlier report), and rows without any as
+    not run."""
     check_choice("table", name, sorted(TABLES))
     check_choice("budget", budget, BUDGETS)
     table = TABLES[name]
     chosen = [r for r in table.rows if rows is None or r.name in rows]
+    earlier = earlier_report(table, budget, results)
     if cached_only:
-        found = {row.name: [cached_result(table, row, budget, seed, root)
-                            for seed in range(first_seed, seeds)] for row in chosen}
-        results = {name: [r for r in runs if r is not None] for name, runs in found.items()}
-        chosen = [row for row in chosen if results[row.name]]
+        runs = {row.name: [] for row in chosen}
+        for row in chosen:
+            for seed in range(first_seed, seeds):
+                stored = cached_result(table, row, budget, seed, root, results)
+                if stored is not None:
+                    _file(stored, table, row, budget, seed, results)
+                    runs[row.name].append(stored)
+        chosen = [row for row in chosen if runs[row.name] or row.name in earlier.rows]
     else:
-        results = {
-            row.name: [run_one(table, row, budget, seed, root)
+        runs = {
+            row.name: [run_one(table, row, budget, seed, root, results)
                        for seed in range(first_seed, seeds)]
             for row in chosen
         }
@@ -270,8 +364,8 @@ def run_table(
     path = report or REPORTS / f"{name}.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     not_run = tuple(r.name for r in table.rows if r not in chosen)
-    path.write_text(render(shown, budget, range(first_seed, seeds), results, not_run,
-                           cached_only))
+    path.write_text(render(shown, budget, range(first_seed, seeds), runs, not_run,
+                           cached_only, earlier))
     return path
 
 
@@ -285,10 +379,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rows", nargs="*", help="row names to run (default: all)")
     parser.add_argument("--root", type=Path, default=Path("runs/reproduce"))
     parser.add_argument("--report", type=Path, help="where to write the markdown report")
+    parser.add_argument("--results", type=Path, default=REPORTS / "results",
+                        help="the ledger every finished run is filed in (committed beside the "
+                        "reports; default: %(default)s)")
     parser.add_argument("--cached-only", action="store_true",
-                        help="train nothing: report the finished runs stored under --root")
+                        help="train nothing: report the finished runs stored under --root or "
+                        "in the ledger")
     args = parser.parse_args(argv)
     path = run_table(args.table, args.budget, args.seeds, args.rows, args.root, args.report,
-                     args.first_seed, args.cached_only)
+                     args.first_seed, args.cached_only, args.results)
     print(path.read_text())
     print(f"report written to {path}")
