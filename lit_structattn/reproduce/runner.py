@@ -310,7 +310,7 @@ def render(
         cells = []
         for key, _ in table.metrics:
             ours = (_shown(*summary.cells[key], table.select_by) if key in summary.cells
-                    else "—")
+                    else "— / —" if table.select_by else "—")
             paper = row.paper.get(key)
             cells.append(ours if paper is None else f"{ours} (paper {paper:.1f})")
         lines.append(f"| {row.name} | " + " | ".join(cells)
