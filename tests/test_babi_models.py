@@ -50,9 +50,11 @@ def test_position_encoding_matches_the_formula():
     torch.testing.assert_close(long, 2 * ((1 - j) - d * (1 - 2 * j)), atol=0.1, rtol=0)
 
 
+@pytest.mark.parametrize("linear_start", [False, True])
 @pytest.mark.parametrize("name", MODELS)
-def test_padding_facts_and_words_changes_nothing(name):
+def test_padding_facts_and_words_changes_nothing(name, linear_start):
     model = make(name)
+    model.embeddings.linear_start = linear_start
     story, story_lengths, sentence_lengths, query, query_lengths = random_batch()
     out = model(story, story_lengths, sentence_lengths, query, query_lengths)
     padded_story = F.pad(story, (0, 3, 0, 2))  # 3 more word columns, 2 more (empty) facts
@@ -68,7 +70,8 @@ def test_padding_facts_and_words_changes_nothing(name):
         assert padded.edge_marginals[..., 4:, :].abs().sum() == 0
 
 
-@pytest.mark.parametrize(("name", "linear_start"), [("unary_crf", True), ("binary_crf", False)])
+@pytest.mark.parametrize(("name", "linear_start"), [("unary_crf", True), ("binary_crf", False),
+                                                   ("binary_crf", True)])
 def test_gradcheck_of_the_crf_path(name, linear_start):
     model = make(name, embed_dim=2).double()
     model.embeddings.linear_start = linear_start
@@ -129,24 +132,27 @@ def test_unary_crf_log_softmax_leaves_the_chain_distribution_unchanged():
     torch.testing.assert_close(after.logits, before.logits)
 
 
-@pytest.mark.parametrize("normalized", [False, True])
-def test_binary_crf_marginals_by_enumeration(normalized):
-    """p(z_1..z_K) by enumerating every fact sequence: start potentials theta_1, transitions
-    theta_k(i) + x_i^k . x_j^{k+1} + theta_{k+1}(j) (no repeat), end potentials theta_K; after
-    linear start each of them log-softmaxed (transitions over the next fact)."""
-    from itertools import product
-
-    model = make("binary_crf")
-    story, story_lengths, sentence_lengths, query, query_lengths = inputs = random_batch()
-    model.embeddings.linear_start = not normalized
-    out = model(*inputs)
+def _keys_values_queries(model, story, story_lengths, sentence_lengths, query, query_lengths):
+    """x^k = keys[:, k - 1], o^k = keys[:, k] (adjacent tying), q^k = queries[k - 1]."""
     emb = model.embeddings
     with torch.no_grad():
-        keys = emb.memories(story, story_lengths, sentence_lengths)  # x^k = keys[:, k - 1]
+        keys = emb.memories(story, story_lengths, sentence_lengths)
         queries = [emb.query(query, query_lengths)]
         for _ in range(2):
             queries.append(queries[-1] @ model.query_map.T)
-    norm = (lambda s: s.log_softmax(-1)) if normalized else (lambda s: s)
+    return keys, queries
+
+
+def test_binary_crf_marginals_by_enumeration():
+    """p(z_1..z_K) by enumerating every fact sequence: start potentials theta_1, transitions
+    theta_k(i) + x_i^k . x_j^{k+1} + theta_{k+1}(j) (no repeat), end potentials theta_K, each
+    of them log-softmaxed (transitions over the next fact), as after linear start."""
+    from itertools import product
+
+    model = make("binary_crf")
+    story, story_lengths, _, _, _ = inputs = random_batch()
+    out = model(*inputs)
+    keys, queries = _keys_values_queries(model, *inputs)
     for b in range(len(story)):
         n = int(story_lengths[b])
         x = keys[b, :3, :n]
@@ -154,8 +160,8 @@ def test_binary_crf_marginals_by_enumeration(normalized):
         moves = []
         for k in range(2):
             move = theta[k][:, None] + x[k] @ x[k + 1].T + theta[k + 1][None, :]
-            moves.append(norm(move.fill_diagonal_(float("-inf"))))
-        start, end = norm(theta[0]), norm(theta[2])
+            moves.append(move.fill_diagonal_(float("-inf")).log_softmax(-1))
+        start, end = theta[0].log_softmax(-1), theta[2].log_softmax(-1)
         sequences = [z for z in product(range(n), repeat=3) if z[0] != z[1] != z[2]]
         scores = torch.stack([start[i] + moves[0][i, j] + moves[1][j, l] + end[l]
                               for i, j, l in sequences]).softmax(0)
@@ -164,6 +170,28 @@ def test_binary_crf_marginals_by_enumeration(normalized):
             for k in range(3):
                 marginals[k, z[k]] += p
         torch.testing.assert_close(out.attention[b, :, :n], marginals, atol=1e-5, rtol=1e-4)
+
+
+def test_binary_crf_linear_start_is_the_linear_forward_recursion():
+    """In linear start the step weights are alpha_1 = theta_1, alpha_{k+1}(j) = theta_{k+1}(j)
+    + sum_{i != j} alpha_k(i) o_i^k . x_j^{k+1}, summed here fact by fact; the most likely
+    facts are their per-step argmax."""
+    model = make("binary_crf")
+    model.embeddings.linear_start = True
+    story, story_lengths, _, _, _ = inputs = random_batch()
+    out = model(*inputs)
+    keys, queries = _keys_values_queries(model, *inputs)
+    for b in range(len(story)):
+        n = int(story_lengths[b])
+        x = keys[b, :, :n]  # x^k = x[k - 1], o^k = x[k]
+        alpha = [[float(x[0, i] @ queries[0][b]) for i in range(n)]]
+        for k in range(1, 3):
+            alpha.append([float(x[k, j] @ queries[k][b])
+                          + sum(alpha[-1][i] * float(x[k, i] @ x[k, j])
+                                for i in range(n) if i != j) for j in range(n)])
+        torch.testing.assert_close(out.attention[b, :, :n], torch.tensor(alpha))
+        assert out.fact_sequence[b].tolist() == torch.tensor(alpha).argmax(-1).tolist()
+    assert out.edge_marginals is None
 
 
 def test_binary_crf_never_selects_a_fact_twice_in_a_row():
