@@ -19,6 +19,7 @@ def test_attention_gallery_runs(monkeypatch, tmp_path):
     monkeypatch.setenv("GALLERY_TRAIN_PER_DEPTH", "20")
     monkeypatch.setenv("GALLERY_EPOCHS", "1")
     monkeypatch.setenv("GALLERY_TAGGER_BATCHES", "5")
+    monkeypatch.setenv("GALLERY_BABI_EPOCHS", "2")
     monkeypatch.setenv("GALLERY_NMT_BATCHES", "3")
     monkeypatch.setenv("GALLERY_NMT_RUNS", str(tmp_path))  # no checkpoints: trains briefly
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
@@ -37,10 +38,12 @@ def test_attention_gallery_runs(monkeypatch, tmp_path):
     assert images, "no cell produced a figure"
     from datamodules.files import data_root
 
-    # the cells drawing from real data: NLI parses, the raindrop plot, translation heatmaps
+    # the cells drawing from real data: NLI parses, the raindrop plot, translation heatmaps,
+    # bAbI marginals
     for folder, marker in (("snli", 'data_root() / "snli"'),
                            ("ud_english_ewt", 'data_root() / "ud_english_ewt"'),
-                           ("multi30k_en_de", "TranslationDataModule")):
+                           ("multi30k_en_de", "TranslationDataModule"),
+                           ("babi_v1.2_en", 'data_root() / "babi_v1.2_en"')):
         if (data_root() / folder).is_dir():
             outputs = code_cell(notebook, marker).outputs
             assert any("image/png" in out.get("data", {}) for out in outputs), folder
