@@ -178,25 +178,24 @@ class ChainCRFMemory(nn.Module):
     and ``theta_K`` on the last (the potentials of the authors' start and end transitions,
     ``u^T m_i`` and ``u_2^T c_j`` in their train-qa.lua).
 
-    Linear start (A.4: "All models implement ... linear start from the original paper"; "for
-    the CRF models we apply a log(softmax) layer ... after 20 epochs"). Binary model: while
-    ``linear_start`` is True the chain is replaced by its linear counterpart, MemN2N's hops
-    with the softmax removed: the step marginals are the unnormalized forward scores
-    ``alpha_1 = theta_1``, ``alpha_{k+1}(j) = theta_{k+1}(j) + sum_{i != j} alpha_k(i)
-    o_i^k . x_j^{k+1}`` (MemN2N's linear hop ``x_j^{k+1} . (q^k + c^k)`` with ``Q q^k`` in
-    place of ``q^k``; ``o^k`` and ``x^{k+1}`` are one matrix under adjacent tying). This is
-    what lets the binary CRF learn bAbI task 16: with the CRF on raw potentials in linear
-    start instead, none of 21 runs here did (at most 57% validation accuracy; 9 seeds, and 12
-    runs varying the batch size, K, the initialization, the linear-start length and the
-    links). With this recursion all 5 seeds of the report learn it during linear start
-    (96-100% validation accuracy) and 2 of them keep it as a CRF after the switch (99 and
-    100%; the other 3 drop to about 50%). Afterwards the potentials are log-normalized where
-    the authors' code inserts its LogSoftMax layers: every transition row
-    ``theta_{k,k+1}(i, .)`` becomes a log-distribution over the next fact j, and the first and
-    last steps' potentials log-distributions over the facts: a locally normalized chain (which the CRF then
-    renormalizes globally). Unary model: raw potentials in linear start, a log-softmax per
-    step afterwards, which leaves the distribution unchanged in exact arithmetic (as in the
-    authors' code).
+    Linear start (A.4: "All models implement ... linear start from the original paper"; "for the
+    CRF models we apply a log(softmax) layer ... after 20 epochs"). Binary model: while
+    ``linear_start`` is True the chain is replaced by its linear counterpart, MemN2N's hops with
+    the softmax removed: the step marginals are the unnormalized forward scores ``alpha_1 =
+    theta_1``, ``alpha_{k+1}(j) = theta_{k+1}(j) + sum_{i != j} alpha_k(i) o_i^k . x_j^{k+1}``
+    (MemN2N's linear hop ``x_j^{k+1} . (q^k + c^k)`` with ``Q q^k`` in place of ``q^k``; ``o^k``
+    and ``x^{k+1}`` are one matrix under adjacent tying). This is what lets the binary CRF learn
+    bAbI task 16: with the CRF on raw potentials in linear start instead, none of 21 runs here
+    did (at most 57% validation accuracy; 9 seeds, and 12 runs varying the batch size, K, the
+    initialization, the linear-start length and the links). With this recursion all 5 seeds of
+    the report learn it during linear start (96-100% validation accuracy) and 2 of them keep it
+    as a CRF after the switch (99 and 100%; the other 3 drop to about 50%). Afterwards the
+    potentials are log-normalized where the authors' code inserts its LogSoftMax layers: every
+    transition row ``theta_{k,k+1}(i, .)`` becomes a log-distribution over the next fact j, and
+    the first and last steps' potentials log-distributions over the facts: a locally normalized
+    chain (which the CRF then renormalizes globally). Unary model: raw potentials in linear
+    start, a log-softmax per step afterwards, which leaves the distribution unchanged in exact
+    arithmetic (as in the authors' code).
 
     Args:
         vocab_size, hops (K, >= 2 for the binary model), embed_dim, memory_size,
