@@ -145,7 +145,7 @@ def _keys_values_queries(model, story, story_lengths, sentence_lengths, query, q
 
 def test_binary_crf_marginals_by_enumeration():
     """p(z_1..z_K) by enumerating every fact sequence: start potentials theta_1, transitions
-    theta_k(i) + x_i^k . x_j^{k+1} + theta_{k+1}(j) (no repeat), end potentials theta_K, each
+    theta_k(i) + o_i^k . x_j^{k+1} + theta_{k+1}(j) (no repeat), end potentials theta_K, each
     of them log-softmaxed (transitions over the next fact), as after linear start."""
     from itertools import product
 
@@ -159,7 +159,7 @@ def test_binary_crf_marginals_by_enumeration():
         theta = [x[k] @ queries[k][b] for k in range(3)]
         moves = []
         for k in range(2):
-            move = theta[k][:, None] + x[k] @ x[k + 1].T + theta[k + 1][None, :]
+            move = theta[k][:, None] + x[k + 1] @ x[k + 1].T + theta[k + 1][None, :]
             moves.append(move.fill_diagonal_(float("-inf")).log_softmax(-1))
         start, end = theta[0].log_softmax(-1), theta[2].log_softmax(-1)
         sequences = [z for z in product(range(n), repeat=3) if z[0] != z[1] != z[2]]
