@@ -140,3 +140,8 @@ def test_rows_of_an_earlier_report_are_shown_until_rerun_with_as_many_seeds(tmp_
     group_line = next(line for line in text.splitlines() if line.startswith("| average,"))
     assert "56.0 / 50.0" in group_line  # (72 + 40) / 2 and (70 + 30) / 2
     assert earlier_report(table, "ci", tmp_path).rows == {}
+    broken = tmp_path / table.name / "demo" / "earlier.json"
+    broken.parent.mkdir(parents=True)
+    broken.write_text('{"rows": {}}')  # no "source"
+    with pytest.raises(ValueError, match=f"{broken}: not an earlier-report record"):
+        earlier_report(table, "demo", tmp_path)

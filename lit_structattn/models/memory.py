@@ -162,8 +162,7 @@ class MemN2N(nn.Module):
             state = state + (attention[:, None, :] @ memories[:, k + 1]).squeeze(1)  # q^{k+1}
             hops.append(attention)
         attention = torch.stack(hops, 1)  # [B, K, n]
-        fact_sequence = None if self.training else \
-            attention.masked_fill(~real[:, None], float("-inf")).argmax(-1)
+        fact_sequence = None if self.training else _best_per_step(attention, real)
         return MemoryOutput(emb.answer_logits(state), attention, fact_sequence)
 
 
@@ -233,31 +232,36 @@ class ChainCRFMemory(nn.Module):
             queries.append(queries[-1] @ self.query_map.T)  # q^{k+1} = Q q^k
         queries = torch.stack(queries, 1)  # [B, K, D]
         theta = (keys @ queries[..., None]).squeeze(-1)  # [B, K, n]
-        if self.binary:
-            links = values[:, :-1] @ keys[:, 1:].transpose(-1, -2)  # o_i^k . x_j^{k+1}
-        if self.binary and emb.linear_start:
-            attention = _linear_chain(theta, links, real)
-            fact_sequence = attention.masked_fill(~real[:, None], float("-inf")).argmax(-1)
-            edge_marginals = None
-        elif self.binary:
-            # theta_k(i) is constant in each row: the row normalization drops it
-            repeat = torch.eye(real.shape[1], dtype=torch.bool, device=real.device)
-            pairwise = _log_normalize(links + theta[:, 1:, None, :],
-                                      real[:, None, None, :] & ~repeat)
-            ends = _log_normalize(theta[:, ::emb.hops - 1], real[:, None, :])  # first, last
-            unary = torch.cat([ends[:, :1], torch.zeros_like(theta[:, 1:-1]), ends[:, 1:]], 1)
-            chain = self.chain(unary, pairwise, real)
-            attention, fact_sequence = chain.marginals, chain.argmax
-            edge_marginals = chain.edge_marginals
-        else:
+        if not self.binary:
             if not emb.linear_start:
                 theta = _log_normalize(theta, real[:, None])
             chain = self.chain(theta, None, real)
             attention, fact_sequence, edge_marginals = chain.marginals, chain.argmax, None
+        else:
+            links = values[:, :-1] @ keys[:, 1:].transpose(-1, -2)  # o_i^k . x_j^{k+1}
+            if emb.linear_start:
+                attention = _linear_chain(theta, links, real)
+                fact_sequence, edge_marginals = _best_per_step(attention, real), None
+            else:  # theta_k(i) is constant in each row: the row normalization drops it
+                repeat = torch.eye(real.shape[1], dtype=torch.bool, device=real.device)
+                pairwise = _log_normalize(links + theta[:, 1:, None, :],
+                                          real[:, None, None, :] & ~repeat)
+                ends = _log_normalize(theta[:, ::emb.hops - 1], real[:, None, :])  # 1st, last
+                unary = torch.cat([ends[:, :1], torch.zeros_like(theta[:, 1:-1]), ends[:, 1:]],
+                                  1)
+                chain = self.chain(unary, pairwise, real)
+                attention, fact_sequence = chain.marginals, chain.argmax
+                edge_marginals = chain.edge_marginals
         context = torch.einsum("bkn,bknd->bd", attention, values)  # c [B, D]
         logits = emb.answer_logits(queries[:, -1] + context)
         return MemoryOutput(logits, attention, None if self.training else fact_sequence,
                             edge_marginals)
+
+
+def _best_per_step(attention: Tensor, real: Tensor) -> Tensor:
+    """``[B, K]`` the most attended real fact per step of ``attention [B, K, n]``; ``real
+    [B, n]`` (bool)."""
+    return attention.masked_fill(~real[:, None], float("-inf")).argmax(-1)
 
 
 def _linear_chain(theta: Tensor, links: Tensor, real: Tensor) -> Tensor:

@@ -36,10 +36,15 @@ def _slug(text: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in text.lower()).strip("_")
 
 
-def _run_dir(table: Table, row: Row, budget: str, seed: int, root: Path) -> Path:
+def _row_folder(table: Table, row: Row, budget: str, base: Path) -> Path:
+    """``base/<table>/<budget>/<row>``, of the other table for a ``same_run_as`` row."""
     if row.same_run_as is not None:
         table, row = _shared_row(table, row)
-    return root / table.name / budget / _slug(row.name) / f"seed{seed}"
+    return base / table.name / budget / _slug(row.name)
+
+
+def _run_dir(table: Table, row: Row, budget: str, seed: int, root: Path) -> Path:
+    return _row_folder(table, row, budget, root) / f"seed{seed}"
 
 
 def _shared_row(table: Table, row: Row) -> tuple[Table, Row]:
@@ -58,9 +63,7 @@ def _shared_row(table: Table, row: Row) -> tuple[Table, Row]:
 
 
 def _ledger_file(table: Table, row: Row, budget: str, seed: int, results: Path) -> Path:
-    if row.same_run_as is not None:
-        table, row = _shared_row(table, row)
-    return results / table.name / budget / _slug(row.name) / f"seed{seed}.json"
+    return _row_folder(table, row, budget, results) / f"seed{seed}.json"
 
 
 def cached_result(
@@ -85,6 +88,16 @@ def _file(result: dict, table: Table, row: Row, budget: str, seed: int, results:
         entry.write_text(json.dumps(result, indent=2) + "\n")
 
 
+def _stored(
+    table: Table, row: Row, budget: str, seed: int, root: Path, results: Path | None,
+) -> dict | None:
+    """:func:`cached_result`, filed in the ledger ``results`` when found."""
+    stored = cached_result(table, row, budget, seed, root, results)
+    if stored is not None:
+        _file(stored, table, row, budget, seed, results)
+    return stored
+
+
 def _last_checkpoint(out: Path) -> Path | None:
     """The newest ``last.ckpt`` an interrupted run left in ``out``, or None."""
     found = sorted(out.glob("lightning_logs/version_*/checkpoints/last.ckpt"),
@@ -104,9 +117,8 @@ def run_one(
 
     out = _run_dir(table, row, budget, seed, root)
     result_file = out / "result.json"
-    stored = cached_result(table, row, budget, seed, root, results)
+    stored = _stored(table, row, budget, seed, root, results)
     if stored is not None:
-        _file(stored, table, row, budget, seed, results)
         return stored
     checkpoint = None
     if row.test_of is not None:
@@ -208,15 +220,22 @@ class EarlierReport:
 
 
 def earlier_report(table: Table, budget: str, results: Path | None) -> EarlierReport:
-    """The ledger's earlier report of ``table`` at ``budget`` (empty when there is none)."""
+    """The ledger's earlier report of ``table`` at ``budget`` (empty when there is none);
+    ``ValueError`` naming the file when it is malformed."""
     path = None if results is None else results / table.name / budget / "earlier.json"
     if path is None or not path.exists():
         return EarlierReport()
-    record = json.loads(path.read_text())
-    return EarlierReport(record["source"], {
-        name: RowSummary({key: tuple(cell) for key, cell in row["cells"].items()}, row["seeds"],
-                         row["wall_minutes"], row.get("resumed", False), earlier=True)
-        for name, row in record["rows"].items()}, tuple(record.get("notes", ())))
+    try:
+        record = json.loads(path.read_text())
+        return EarlierReport(record["source"], {
+            name: RowSummary({key: tuple(cell) for key, cell in row["cells"].items()},
+                             row["seeds"], row["wall_minutes"], row.get("resumed", False),
+                             earlier=True)
+            for name, row in record["rows"].items()}, tuple(record.get("notes", ())))
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise ValueError(f"{path}: not an earlier-report record ({error!r}); expected "
+                         '{"source": ..., "rows": {name: {"seeds", "wall_minutes", "cells"}}}'
+                         ) from error
 
 
 def _shown(mean: float, std: float, best: float | None, select_by: str | None) -> str:
@@ -346,13 +365,9 @@ def run_table(
     chosen = [r for r in table.rows if rows is None or r.name in rows]
     earlier = earlier_report(table, budget, results)
     if cached_only:
-        runs = {row.name: [] for row in chosen}
-        for row in chosen:
-            for seed in range(first_seed, seeds):
-                stored = cached_result(table, row, budget, seed, root, results)
-                if stored is not None:
-                    _file(stored, table, row, budget, seed, results)
-                    runs[row.name].append(stored)
+        found = {row.name: [_stored(table, row, budget, seed, root, results)
+                            for seed in range(first_seed, seeds)] for row in chosen}
+        runs = {name: [r for r in stored if r is not None] for name, stored in found.items()}
         chosen = [row for row in chosen if runs[row.name] or row.name in earlier.rows]
     else:
         runs = {
