@@ -20,8 +20,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from bench.timing import markdown_table, steady_allocator, training_step_times, write_report
+from bench.timing import markdown_table, training_step_times, write_report
 from datamodules.babi import BabiDataModule
+from lit_structattn.allocator import steady_allocator
 from lit_structattn.models.memory import MODELS, build_memory_model
 from lit_structattn.tasks.qa import PAPER_HOPS
 

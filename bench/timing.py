@@ -4,8 +4,6 @@ the same run."""
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import platform
 import time
 from collections.abc import Callable, Sequence
@@ -62,27 +60,6 @@ def training_step_times(
             if index >= warmup:
                 times[name].append(time.perf_counter() - start)
     return times
-
-
-def steady_allocator() -> str:
-    """Stop glibc malloc from handing freed memory back to the OS between calls.
-
-    By default glibc serves blocks above a dynamic threshold with fresh ``mmap`` pages and trims
-    the heap when its top is free, so a tensor-heavy step may page-fault on every call or not,
-    depending on the allocator's history: best-of-k times of one function then differ by up to
-    2x between processes. Fixing both thresholds (as ``MALLOC_MMAP_THRESHOLD_`` and
-    ``MALLOC_TRIM_THRESHOLD_`` would) removes that noise for every candidate alike. Returns a
-    sentence for the report saying what was done.
-    """
-    name = ctypes.util.find_library("c")
-    libc = ctypes.CDLL(name) if name else None
-    if libc is None or not hasattr(libc, "mallopt"):
-        return "The allocator was left as it is (no glibc mallopt here)."
-    m_trim_threshold, m_mmap_threshold = -1, -3  # from <malloc.h>
-    libc.mallopt(m_mmap_threshold, 1 << 30)
-    libc.mallopt(m_trim_threshold, 1 << 30)
-    return ("glibc malloc's mmap and trim thresholds were fixed at 1 GiB (mallopt), so that no "
-            "candidate pays page faults for memory the allocator returned to the OS.")
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

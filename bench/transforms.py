@@ -17,7 +17,8 @@ from pathlib import Path
 import entmax
 import torch
 
-from bench.timing import best_times, markdown_table, steady_allocator, write_report
+from bench.timing import best_times, markdown_table, write_report
+from lit_structattn.allocator import steady_allocator
 from lit_structattn.attention import csoftmax, csparsemax, sparsemax
 
 SIZES = [(512, 64), (64, 1024)]

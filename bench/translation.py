@@ -22,8 +22,9 @@ from pathlib import Path
 
 import torch
 
-from bench.timing import markdown_table, steady_allocator, training_step_times, write_report
+from bench.timing import markdown_table, training_step_times, write_report
 from datamodules.translation import TranslationDataModule
+from lit_structattn.allocator import steady_allocator
 from lit_structattn.tasks import TranslationTask
 
 REPORT = Path(__file__).resolve().parent.parent / "reports" / "bench_translation.md"

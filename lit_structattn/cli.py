@@ -18,6 +18,8 @@ import lightning as L
 import torch
 from lightning.pytorch.cli import LightningCLI
 
+from .allocator import steady_allocator
+
 
 class StructAttnCLI(LightningCLI):
     """LightningCLI with three changes to ``--ckpt_path``.
@@ -106,6 +108,7 @@ def build_cli(args: list[str] | None = None, run: bool = True) -> LightningCLI:
 def main(args: list[str] | None = None) -> None:
     """Entry point of ``structattn fit|validate|test|predict|reproduce``."""
     args = sys.argv[1:] if args is None else args
+    steady_allocator()  # freed tensors stay in the heap: no page faults on every CPU step
     if args and args[0] == "reproduce":
         from .reproduce import main as reproduce
 

@@ -458,7 +458,7 @@ class Seq2Seq(nn.Module):
                                                                       fertility)
             sentence = mask.nonzero()[:, 0]  # [N] the sentence of each token
             scores = self._predict(combined[mask][:, None], queries[mask][:, None],
-                                   weights[mask][:, None], source.select(sentence))[:, 0]
+                                   weights[mask][:, None], source.select(sentence)).squeeze(1)
             loss = nn.functional.cross_entropy(scores, tgt_out[mask],
                                                label_smoothing=label_smoothing)
         penalty = getattr(self.attention, "penalty", None)
