@@ -14,8 +14,9 @@ def steady_allocator() -> str:
     top is free, so every step of a CPU training loop page-faults its large tensors in again:
     the ``[tokens, vocabulary]`` scores of a translation step cost about 33,000 faults per step,
     some 7% of its CPU time. Raising the mmap threshold alone still left blocks of 64 MiB
-    mapped afresh here, so mmap is switched off. Freed memory is then reused and a process keeps its peak heap; a benchmark's
-    times no longer depend on the allocator's history. The CLI and every benchmark call this.
+    mapped afresh here, so mmap is switched off. Freed memory is then reused and a process
+    keeps its peak heap; a benchmark's times no longer depend on the allocator's history. The
+    CLI calls this at start, as do the benchmarks that time training steps or transforms.
     Returns a sentence saying what was done.
     """
     name = ctypes.util.find_library("c")
