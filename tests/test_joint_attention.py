@@ -48,10 +48,23 @@ def setup(output, joint_k=6, seed=0):
 def test_joint_scores_are_the_attention_weighted_mixture(output, k, keep):
     model, source, combined, queries, weights = setup(output, k)
     with torch.no_grad():
-        scores = model._predict(combined, queries, weights, source)
+        scores = model._predict(combined, queries, weights, source.memory)
         expected = mixture(model, queries, weights, source, keep)
     torch.testing.assert_close(scores.double(), expected, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(scores.logsumexp(-1), torch.zeros(2, 3), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("output", ["full_joint", "beam_joint"])
+def test_joint_scores_read_the_memory_rows_they_are_given(output):
+    """``rows`` maps each output row to its sentence's memory (the loss's token rows)."""
+    model, source, combined, queries, weights = setup(output, 2)
+    rows = torch.tensor([1, 0])
+    with torch.no_grad():
+        scores = model._predict(combined, queries, weights, source.memory, rows)
+        expected = model._predict(combined, queries, weights, source.memory[rows])
+        unmapped = model._predict(combined, queries, weights, source.memory)
+    torch.testing.assert_close(scores, expected)
+    assert not torch.allclose(scores, unmapped)
 
 
 def test_beam_joint_learns_and_decodes_with_another_k():

@@ -366,11 +366,14 @@ class Seq2Seq(nn.Module):
         return memory[rows, positions]
 
     def _predict(
-        self, combined: Tensor, queries: Tensor, weights: Tensor, source: EncodedSource
+        self, combined: Tensor, queries: Tensor, weights: Tensor, memory: Tensor,
+        rows: Tensor | None = None,
     ) -> Tensor:
         """Output scores ``[B, T, V]`` (their log-softmax is ``log p(y_t)``) from the soft
-        attentional outputs ``combined [B, T, H]``, the decoder states ``queries [B, T, H]`` and
-        the attention ``weights [B, T, S]``.
+        attentional outputs ``combined [B, T, H]``, the decoder states ``queries [B, T, H]``,
+        the attention ``weights [B, T, S]`` and the source ``memory [B', S, M]`` (row ``b`` of
+        the outputs reads memory row ``rows[b]``, given ``rows [B]``, else row ``b``; the soft
+        output reads no memory).
 
         ``soft``: ``V h~_t``. Joint attention (Shankar et al. 2018): ``log sum_a P_t(a) P_t(y |
         x_a)`` (:meth:`_position_log_probs`) over every position (``full_joint``) or the
@@ -381,13 +384,15 @@ class Seq2Seq(nn.Module):
         """
         if self.output == "soft":
             return self.generator(combined)
+        if rows is not None:
+            memory = memory[rows]
         keep = 1 if self.output == "hard" else self.joint_k
         if self.output != "full_joint" and keep < weights.shape[-1]:
             kept, positions = weights.topk(keep, dim=-1)  # [B, T, K]
-            memory = self._memory_at(source.memory, positions)
+            memory = self._memory_at(memory, positions)
         else:
             kept = weights
-            memory = source.memory[:, None].expand(-1, weights.shape[1], -1, -1)
+            memory = memory[:, None].expand(-1, weights.shape[1], -1, -1)
         log_p = self._position_log_probs(queries, memory)
         log_prior = kept.clamp_min(1e-30).log() - kept.sum(-1, keepdim=True).log()
         return torch.logsumexp(log_prior[..., None] + log_p, dim=2)
@@ -398,7 +403,8 @@ class Seq2Seq(nn.Module):
         """One step: ``tokens [N]`` -> ``(scores [N, V], new state, attention [N, S])``;
         ``log_softmax(scores)`` is the step's ``log p(y)``."""
         combined, state, weights = self._step(self.tgt_embed(tokens), state, source)
-        scores = self._predict(combined[:, None], state.h[-1][:, None], weights[:, None], source)
+        scores = self._predict(combined[:, None], state.h[-1][:, None], weights[:, None],
+                               source.memory)
         return scores[:, 0], state, weights
 
     def _teacher_forced(
@@ -429,7 +435,7 @@ class Seq2Seq(nn.Module):
         ``fertility [B, S]``: per-token fertilities for constrained attention (optional)."""
         combined, queries, weights, source = self._teacher_forced(src, src_lengths, tgt_in,
                                                                   fertility)
-        return self._predict(combined, queries, weights, source), weights, source
+        return self._predict(combined, queries, weights, source.memory), weights, source
 
     def loss(
         self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, tgt_out: Tensor,
@@ -458,7 +464,7 @@ class Seq2Seq(nn.Module):
                                                                       fertility)
             sentence = mask.nonzero()[:, 0]  # [N] the sentence of each token
             scores = self._predict(combined[mask][:, None], queries[mask][:, None],
-                                   weights[mask][:, None], source.select(sentence)).squeeze(1)
+                                   weights[mask][:, None], source.memory, sentence).squeeze(1)
             loss = nn.functional.cross_entropy(scores, tgt_out[mask],
                                                label_smoothing=label_smoothing)
         penalty = getattr(self.attention, "penalty", None)
