@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from bench.timing import markdown_table, training_step_times, write_report
+from bench.timing import config_model_args, markdown_table, training_step_times, write_report
 from datamodules.morphology import InflectionDataModule
 from datamodules.translation import TranslationDataModule
 from lit_structattn.allocator import steady_allocator
@@ -53,7 +53,8 @@ def first_batches(data, steps: int) -> list:
 def translation_times(steps: int, bpe_size: int) -> dict[str, list[float]]:
     data = TranslationDataModule(batch_size=64, bpe_size=bpe_size)
     data.setup("fit")
-    tasks = {name: TranslationTask(vocab_size=len(data.subwords), tie_embeddings=True, **kwargs)
+    tasks = {name: TranslationTask(**config_model_args("translation/base.yaml",
+                                                       vocab_size=len(data.subwords), **kwargs))
              for name, kwargs in TRANSLATION.items()}
     return training_step_times(first_batches(data, steps),
                                {name: task.loss for name, task in tasks.items()},
@@ -63,9 +64,8 @@ def translation_times(steps: int, bpe_size: int) -> dict[str, list[float]]:
 def morphology_times(steps: int) -> dict[str, list[float]]:
     data = InflectionDataModule(pos="noun", batch_size=20)
     data.setup("fit")
-    tasks = {name: Seq2SeqTask(len(data.vocab), embed_dim=128, hidden_dim=128, encoder="bilstm",
-                               encoder_dim=64, input_feed=True, dropout=0.2, optimizer="adam",
-                               lr=1e-3, init_range=0.0, **kwargs)
+    tasks = {name: Seq2SeqTask(**config_model_args("morphology/base.yaml",
+                                                   vocab_size=len(data.vocab), **kwargs))
              for name, kwargs in MORPHOLOGY.items()}
 
     def loss_of(task):

@@ -1,6 +1,7 @@
-"""Small timing helpers shared by the benchmarks: best-of-k wall time after warm-up, and a
-markdown table writer. Absolute times on shared machines are noise; report ratios measured in
-the same run."""
+"""Small helpers shared by the benchmarks: best-of-k wall time after warm-up, a markdown table
+writer, and the model arguments of a reproduction config (so that a benchmark times the model
+the reproductions train). Absolute times on shared machines are noise; report ratios measured
+in the same run."""
 
 from __future__ import annotations
 
@@ -10,6 +11,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
+import yaml
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
+
+def config_model_args(config: str, **overrides: object) -> dict[str, object]:
+    """The ``model.init_args`` of ``configs/<config>`` (a LightningCLI YAML file), updated
+    with ``overrides``."""
+    return {**yaml.safe_load((CONFIGS / config).read_text())["model"]["init_args"], **overrides}
 
 
 def best_time(step: Callable[[], object], repeats: int = 20, warmup: int = 3) -> float:

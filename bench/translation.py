@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from bench.timing import markdown_table, training_step_times, write_report
+from bench.timing import config_model_args, markdown_table, training_step_times, write_report
 from datamodules.translation import TranslationDataModule
 from lit_structattn.allocator import steady_allocator
 from lit_structattn.tasks import TranslationTask
@@ -33,8 +33,9 @@ TRANSFORMS = ("softmax", "sparsemax", "csoftmax", "csparsemax")
 
 def make_task(attention: str) -> TranslationTask:
     constrained = attention.startswith("c")
-    return TranslationTask(attention=attention, sink=True, fertility=2.0,
-                           exhaustion_bonus=0.2 if constrained else 0.0)
+    return TranslationTask(**config_model_args(
+        "translation/base.yaml", attention=attention, sink=True, fertility=2.0,
+        exhaustion_bonus=0.2 if constrained else 0.0))
 
 
 def step_times(data: TranslationDataModule, steps: int) -> dict[str, list[float]]:
