@@ -23,7 +23,13 @@ from pathlib import Path
 
 import torch
 
-from bench.timing import config_model_args, markdown_table, training_step_times, write_report
+from bench.timing import (
+    config_model_args,
+    markdown_table,
+    optimizer_of,
+    training_step_times,
+    write_report,
+)
 from datamodules.morphology import InflectionDataModule
 from datamodules.translation import TranslationDataModule
 from lit_structattn.allocator import steady_allocator
@@ -58,7 +64,7 @@ def translation_times(steps: int, bpe_size: int) -> dict[str, list[float]]:
              for name, kwargs in TRANSLATION.items()}
     return training_step_times(first_batches(data, steps),
                                {name: task.loss for name, task in tasks.items()},
-                               {name: task.configure_optimizers() for name, task in tasks.items()})
+                               {name: optimizer_of(task) for name, task in tasks.items()})
 
 
 def morphology_times(steps: int) -> dict[str, list[float]]:
@@ -74,7 +80,7 @@ def morphology_times(steps: int) -> dict[str, list[float]]:
 
     return training_step_times(first_batches(data, steps),
                                {name: loss_of(task) for name, task in tasks.items()},
-                               {name: task.configure_optimizers() for name, task in tasks.items()})
+                               {name: optimizer_of(task) for name, task in tasks.items()})
 
 
 def ratio_table(times: dict[str, list[float]]) -> str:

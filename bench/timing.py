@@ -72,6 +72,13 @@ def training_step_times(
     return times
 
 
+def optimizer_of(task) -> torch.optim.Optimizer:
+    """The optimizer of a LightningModule's ``configure_optimizers`` (which may return it alone
+    or in a dict with its learning-rate schedule)."""
+    configured = task.configure_optimizers()
+    return configured["optimizer"] if isinstance(configured, dict) else configured
+
+
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """A GitHub markdown table."""
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]

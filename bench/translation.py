@@ -22,7 +22,13 @@ from pathlib import Path
 
 import torch
 
-from bench.timing import config_model_args, markdown_table, training_step_times, write_report
+from bench.timing import (
+    config_model_args,
+    markdown_table,
+    optimizer_of,
+    training_step_times,
+    write_report,
+)
 from datamodules.translation import TranslationDataModule
 from lit_structattn.allocator import steady_allocator
 from lit_structattn.tasks import TranslationTask
@@ -43,7 +49,7 @@ def step_times(data: TranslationDataModule, steps: int) -> dict[str, list[float]
     loader = iter(data.train_dataloader())
     batches = [next(loader) for _ in range(steps)]
     tasks = {name: make_task(name) for name in TRANSFORMS}
-    optimizers = {name: task.configure_optimizers() for name, task in tasks.items()}
+    optimizers = {name: optimizer_of(task) for name, task in tasks.items()}
     return training_step_times(batches, {name: task.loss for name, task in tasks.items()},
                                optimizers)
 
