@@ -360,10 +360,12 @@ class Seq2Seq(nn.Module):
         return self.generator(self.dropout(torch.tanh(projected))).log_softmax(-1)
 
     @staticmethod
-    def _memory_at(memory: Tensor, positions: Tensor) -> Tensor:
-        """``memory [B, S, M]`` at ``positions [B, T, K]``: ``[B, T, K, M]``."""
-        rows = torch.arange(len(memory), device=memory.device)[:, None, None]
-        return memory[rows, positions]
+    def _memory_at(memory: Tensor, positions: Tensor, rows: Tensor | None = None) -> Tensor:
+        """``memory [B', S, M]`` at ``positions [B, T, K]`` of memory rows ``rows [B]``
+        (default: row ``b`` for ``b`` in ``0..B-1``): ``[B, T, K, M]``."""
+        if rows is None:
+            rows = torch.arange(len(positions), device=positions.device)
+        return memory[rows[:, None, None], positions]
 
     def _predict(
         self, combined: Tensor, queries: Tensor, weights: Tensor, memory: Tensor,
@@ -384,14 +386,13 @@ class Seq2Seq(nn.Module):
         """
         if self.output == "soft":
             return self.generator(combined)
-        if rows is not None:
-            memory = memory[rows]
         keep = 1 if self.output == "hard" else self.joint_k
         if self.output != "full_joint" and keep < weights.shape[-1]:
             kept, positions = weights.topk(keep, dim=-1)  # [B, T, K]
-            memory = self._memory_at(memory, positions)
+            memory = self._memory_at(memory, positions, rows)
         else:
             kept = weights
+            memory = memory if rows is None else memory[rows]
             memory = memory[:, None].expand(-1, weights.shape[1], -1, -1)
         log_p = self._position_log_probs(queries, memory)
         log_prior = kept.clamp_min(1e-30).log() - kept.sum(-1, keepdim=True).log()
