@@ -35,7 +35,8 @@ def setup(output, joint_k=6, seed=0):
                     joint_k=joint_k, input_feed=True).eval()
     lengths = torch.tensor([4, 2])
     mask = lengths_to_mask(lengths, 4)
-    source = EncodedSource(torch.randn(2, 4, 5), mask)
+    memory = torch.randn(2, 4, 5)
+    source = EncodedSource(memory, mask, memory_share=model.memory_share(memory))
     weights = torch.rand(2, 3, 4).masked_fill(~mask[:, None], 0)
     weights = weights / weights.sum(-1, keepdim=True)
     return model, source, torch.randn(2, 3, 5), torch.randn(2, 3, 5), weights
@@ -48,7 +49,7 @@ def setup(output, joint_k=6, seed=0):
 def test_joint_scores_are_the_attention_weighted_mixture(output, k, keep):
     model, source, combined, queries, weights = setup(output, k)
     with torch.no_grad():
-        scores = model._predict(combined, queries, weights, source.memory)
+        scores = model._predict(combined, queries, weights, source.memory_share)
         expected = mixture(model, queries, weights, source, keep)
     torch.testing.assert_close(scores.double(), expected, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(scores.logsumexp(-1), torch.zeros(2, 3), atol=1e-5, rtol=0)
@@ -60,9 +61,9 @@ def test_joint_scores_read_the_memory_rows_they_are_given(output):
     model, source, combined, queries, weights = setup(output, 2)
     rows = torch.tensor([1, 0])
     with torch.no_grad():
-        scores = model._predict(combined, queries, weights, source.memory, rows)
-        expected = model._predict(combined, queries, weights, source.memory[rows])
-        unmapped = model._predict(combined, queries, weights, source.memory)
+        scores = model._predict(combined, queries, weights, source.memory_share, rows)
+        expected = model._predict(combined, queries, weights, source.memory_share[rows])
+        unmapped = model._predict(combined, queries, weights, source.memory_share)
     torch.testing.assert_close(scores, expected)
     assert not torch.allclose(scores, unmapped)
 

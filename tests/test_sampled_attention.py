@@ -34,8 +34,7 @@ def exact_objective(model, batch, samples):
     src, lengths, tgt_in, tgt_out = batch
     _, queries, weights, source = model._teacher_forced(src, lengths, tgt_in, None)
     length = weights.shape[-1]
-    memory = source.memory[:, None].expand(-1, weights.shape[1], -1, -1)
-    log_p = model._position_log_probs(queries, memory)  # [B, T, S, V]
+    log_p = model._position_log_probs(queries, source.memory_share[:, None])  # [B, T, S, V]
     rewards = log_p.gather(-1, tgt_out[:, :, None, None].expand(-1, -1, length, 1))[..., 0]
     total = 0
     for tuple_ in itertools.product(range(length), repeat=samples):

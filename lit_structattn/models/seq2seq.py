@@ -68,7 +68,9 @@ class EncodedSource:
     attention ``self_attention [B, S+1, S+1]`` (index 0 = root) when the encoder has one, and for
     constrained attention the ``fertility [B, S]`` of every source token and ``bonus_mask
     [B, S]`` (the real tokens other than the sink, which get the exhaustion bonus); ``final``:
-    the BiLSTM encoder's final ``(h, c)``, each ``[B, M]`` (None without a BiLSTM)."""
+    the BiLSTM encoder's final ``(h, c)``, each ``[B, M]`` (None without a BiLSTM);
+    ``memory_share [B, S, H]``: for joint outputs, each position's share ``U_m m_j`` of the
+    attentional layer (see :meth:`Seq2Seq.memory_share`)."""
 
     memory: Tensor
     mask: Tensor
@@ -76,9 +78,11 @@ class EncodedSource:
     fertility: Tensor | None = None
     bonus_mask: Tensor | None = None
     final: tuple[Tensor, Tensor] | None = None
+    memory_share: Tensor | None = None
 
     def select(self, index: Tensor) -> EncodedSource:
         return replace(self, memory=self.memory[index], mask=self.mask[index],
+                       memory_share=_rows(self.memory_share, index),
                        self_attention=_rows(self.self_attention, index),
                        fertility=_rows(self.fertility, index),
                        bonus_mask=_rows(self.bonus_mask, index),
@@ -267,8 +271,11 @@ class Seq2Seq(nn.Module):
         self, src: Tensor, src_lengths: Tensor, fertility: Tensor | None = None
     ) -> EncodedSource:
         """The encoder's :class:`EncodedSource`, with fertilities and the bonus mask when the
-        attention is constrained (``fertility [B, S]`` per token, or the constant)."""
+        attention is constrained (``fertility [B, S]`` per token, or the constant) and the
+        memory's share of the attentional layer for joint outputs."""
         source = self.encoder(src, src_lengths)
+        if self.output != "soft":
+            source = replace(source, memory_share=self.memory_share(source.memory))
         if not self.constrained:
             return source
         mask = source.mask
@@ -350,32 +357,39 @@ class Seq2Seq(nn.Module):
             cs.append(cell)
         return x, torch.stack(hs), torch.stack(cs)
 
-    def _position_log_probs(self, queries: Tensor, memory: Tensor) -> Tensor:
+    def memory_share(self, memory: Tensor) -> Tensor:
+        """``U_m m_j [..., S, H]``: the part of the attentional layer ``tanh(U [c; h])`` that
+        a position's memory ``memory [..., S, M]`` contributes when it stands in for the
+        context. Computed once per source position, not once per (token, kept position)."""
+        return nn.functional.linear(memory, self.combine.weight[:, :memory.shape[-1]])
+
+    def _position_log_probs(self, queries: Tensor, shares: Tensor) -> Tensor:
         """``log P_t(y | x_a) [B, T, K, V]``: the output softmax of ``tanh(U [m_a; h_t])``, the
-        soft layer with one position's memory ``memory [B, T, K, M]`` in place of the context,
-        for the decoder states ``queries [B, T, H]``."""
-        width = memory.shape[-1]
-        projected = (nn.functional.linear(memory, self.combine.weight[:, :width])
-                     + nn.functional.linear(queries, self.combine.weight[:, width:])[:, :, None])
+        soft layer with one position's memory in place of the context, for the decoder states
+        ``queries [B, T, H]`` and the positions' shares ``U_m m_a`` (``shares [B, T or 1, K,
+        H]``, :meth:`memory_share`)."""
+        width = self.combine.in_features - queries.shape[-1]
+        own = nn.functional.linear(queries, self.combine.weight[:, width:])  # U_h h_t [B, T, H]
+        projected = shares + own[:, :, None]
         return self.generator(self.dropout(torch.tanh(projected))).log_softmax(-1)
 
     @staticmethod
-    def _memory_at(memory: Tensor, positions: Tensor, rows: Tensor | None = None) -> Tensor:
-        """``memory [B', S, M]`` at ``positions [B, T, K]`` of memory rows ``rows [B]``
-        (default: row ``b`` for ``b`` in ``0..B-1``): ``[B, T, K, M]``."""
+    def _shares_at(shares: Tensor, positions: Tensor, rows: Tensor | None = None) -> Tensor:
+        """``shares [B', S, H]`` at ``positions [B, T, K]`` of rows ``rows [B]`` (default: row
+        ``b`` for ``b`` in ``0..B-1``): ``[B, T, K, H]``."""
         if rows is None:
             rows = torch.arange(len(positions), device=positions.device)
-        return memory[rows[:, None, None], positions]
+        return shares[rows[:, None, None], positions]
 
     def _predict(
-        self, combined: Tensor, queries: Tensor, weights: Tensor, memory: Tensor,
+        self, combined: Tensor, queries: Tensor, weights: Tensor, shares: Tensor | None,
         rows: Tensor | None = None,
     ) -> Tensor:
         """Output scores ``[B, T, V]`` (their log-softmax is ``log p(y_t)``) from the soft
         attentional outputs ``combined [B, T, H]``, the decoder states ``queries [B, T, H]``,
-        the attention ``weights [B, T, S]`` and the source ``memory [B', S, M]`` (row ``b`` of
-        the outputs reads memory row ``rows[b]``, given ``rows [B]``, else row ``b``; the soft
-        output reads no memory).
+        the attention ``weights [B, T, S]`` and the positions' shares of the attentional layer
+        ``shares [B', S, H]`` (:meth:`memory_share`; row ``b`` of the outputs reads row
+        ``rows[b]``, given ``rows [B]``, else row ``b``; the soft output reads none).
 
         ``soft``: ``V h~_t``. Joint attention (Shankar et al. 2018): ``log sum_a P_t(a) P_t(y |
         x_a)`` (:meth:`_position_log_probs`) over every position (``full_joint``) or the
@@ -389,12 +403,11 @@ class Seq2Seq(nn.Module):
         keep = 1 if self.output == "hard" else self.joint_k
         if self.output != "full_joint" and keep < weights.shape[-1]:
             kept, positions = weights.topk(keep, dim=-1)  # [B, T, K]
-            memory = self._memory_at(memory, positions, rows)
+            shares = self._shares_at(shares, positions, rows)
         else:
             kept = weights
-            memory = memory if rows is None else memory[rows]
-            memory = memory[:, None].expand(-1, weights.shape[1], -1, -1)
-        log_p = self._position_log_probs(queries, memory)
+            shares = (shares if rows is None else shares[rows])[:, None]  # [B, 1, S, H]
+        log_p = self._position_log_probs(queries, shares)
         log_prior = kept.clamp_min(1e-30).log() - kept.sum(-1, keepdim=True).log()
         return torch.logsumexp(log_prior[..., None] + log_p, dim=2)
 
@@ -405,7 +418,7 @@ class Seq2Seq(nn.Module):
         ``log_softmax(scores)`` is the step's ``log p(y)``."""
         combined, state, weights = self._step(self.tgt_embed(tokens), state, source)
         scores = self._predict(combined[:, None], state.h[-1][:, None], weights[:, None],
-                               source.memory)
+                               source.memory_share)
         return scores[:, 0], state, weights
 
     def _teacher_forced(
@@ -436,7 +449,7 @@ class Seq2Seq(nn.Module):
         ``fertility [B, S]``: per-token fertilities for constrained attention (optional)."""
         combined, queries, weights, source = self._teacher_forced(src, src_lengths, tgt_in,
                                                                   fertility)
-        return self._predict(combined, queries, weights, source.memory), weights, source
+        return self._predict(combined, queries, weights, source.memory_share), weights, source
 
     def loss(
         self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, tgt_out: Tensor,
@@ -465,7 +478,8 @@ class Seq2Seq(nn.Module):
                                                                       fertility)
             sentence = mask.nonzero()[:, 0]  # [N] the sentence of each token
             scores = self._predict(combined[mask][:, None], queries[mask][:, None],
-                                   weights[mask][:, None], source.memory, sentence).squeeze(1)
+                                   weights[mask][:, None], source.memory_share,
+                                   sentence).squeeze(1)
             loss = nn.functional.cross_entropy(scores, tgt_out[mask],
                                                label_smoothing=label_smoothing)
         penalty = getattr(self.attention, "penalty", None)
@@ -484,7 +498,7 @@ class Seq2Seq(nn.Module):
             raise ValueError(f"{self.output} needs joint_k >= 2 samples for its baseline")
         positions = torch.multinomial(weights.detach().reshape(-1, length), samples,
                                       replacement=True).view(batch, steps, samples)
-        log_p = self._position_log_probs(queries, self._memory_at(source.memory, positions))
+        log_p = self._position_log_probs(queries, self._shares_at(source.memory_share, positions))
         target = tgt_out[:, :, None, None].expand(-1, -1, samples, 1)
         rewards = log_p.gather(-1, target).squeeze(-1)  # [B, T, M]
         if self.output == "hard":
