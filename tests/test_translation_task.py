@@ -5,6 +5,7 @@ errors for mismatched settings."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import warnings
 from dataclasses import replace
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from lit_structattn.cli import build_cli
 from lit_structattn.figures import AttentionMap, plot_figure
@@ -225,5 +227,14 @@ def test_learning_rate_decays_from_the_chosen_epoch():
         optimizer.step()
         schedule.step()
     assert rates == pytest.approx([0.01, 0.01, 0.005, 0.0025])
-    assert isinstance(TranslationTask(vocab_size=20, embed_dim=4, hidden_dim=4,
-                                      encoder_dim=2).configure_optimizers(), torch.optim.Adam)
+    assert isinstance(TranslationTask(vocab_size=20, embed_dim=4, hidden_dim=4, encoder_dim=2,
+                                      lr_decay=1.0).configure_optimizers(), torch.optim.Adam)
+
+
+def test_defaults_are_the_cpu_budget_model_of_the_base_config():
+    """``TranslationTask()`` builds what ``configs/translation/base.yaml`` configures."""
+    config = yaml.safe_load((Path(__file__).resolve().parent.parent / "configs" / "translation"
+                             / "base.yaml").read_text())["model"]["init_args"]
+    defaults = {name: parameter.default for name, parameter
+                in inspect.signature(TranslationTask).parameters.items()}
+    assert {name: defaults[name] for name in config} == config

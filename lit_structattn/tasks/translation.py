@@ -49,7 +49,8 @@ def repeated_positions(tokens: Sequence[str]) -> list[int]:
 
 
 class TranslationTask(Task):
-    """An attentional BiLSTM-LSTM translation model trained with teacher forcing.
+    """An attentional BiLSTM-LSTM translation model trained with teacher forcing. The defaults
+    are the cpu-budget model of ``configs/translation/base.yaml``.
 
     Args:
         vocab_size: the size of the data's joint subword vocabulary (its ``bpe_size``, unless
@@ -92,23 +93,23 @@ class TranslationTask(Task):
         target_vocab_size: int | None = None,
         embed_dim: int = 256,
         hidden_dim: int = 256,
-        encoder_dim: int = 128,
+        encoder_dim: int = 256,
         attention: str = "softmax",
         score: str = "general",
         input_feed: bool = True,
-        dropout: float = 0.3,
+        dropout: float = 0.1,
         fertility: float = 2.0,
         sink: bool = False,
         exhaustion_bonus: float = 0.0,
         coverage_vector: bool = False,
-        tie_embeddings: bool = False,
+        tie_embeddings: bool = True,
         output: str = "soft",
         joint_k: int = 6,
         test_joint_k: int | None = None,
         label_smoothing: float = 0.1,
         lr: float = 2e-3,
-        lr_decay: float = 1.0,
-        decay_start: int = 3,
+        lr_decay: float = 0.5,
+        decay_start: int = 5,
         max_decode_len: int = 100,
         test_beam: int = 5,
         length_penalty: str = "avg",
