@@ -20,11 +20,17 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from bench.timing import markdown_table, training_step_times, write_report
+from bench.timing import (
+    config_model_args,
+    markdown_table,
+    optimizer_of,
+    training_step_times,
+    write_report,
+)
 from datamodules.babi import BabiDataModule
 from lit_structattn.allocator import steady_allocator
-from lit_structattn.models.memory import MODELS, build_memory_model
-from lit_structattn.tasks.qa import PAPER_HOPS
+from lit_structattn.models.memory import MODELS
+from lit_structattn.tasks.qa import PAPER_HOPS, QATask
 
 REPORT = Path(__file__).resolve().parent.parent / "reports" / "bench_babi.md"
 TASKS = (16, 2)
@@ -36,10 +42,12 @@ def step_times(task: int, steps: int) -> dict[str, list[float]]:
     data = BabiDataModule(task=task, batch_size=32)
     data.setup("fit")
     batches = list(itertools.islice(itertools.cycle(data.train_dataloader()), steps))
-    models = {}
+    tasks = {}
     for name in MODELS:
         torch.manual_seed(0)
-        models[name] = build_memory_model(name, len(data.vocab), hops=PAPER_HOPS[task])
+        tasks[name] = QATask(**config_model_args("babi/base.yaml", model=name,
+                                                 vocab_size=len(data.vocab),
+                                                 hops=PAPER_HOPS[task]))
 
     def loss_of(model):
         def loss(batch):
@@ -48,10 +56,8 @@ def step_times(task: int, steps: int) -> dict[str, list[float]]:
             return F.cross_entropy(logits, batch["answer"], reduction="sum")
         return loss
 
-    optimizers = {name: torch.optim.SGD(model.parameters(), lr=0.01)
-                  for name, model in models.items()}
-    return training_step_times(batches, {name: loss_of(m) for name, m in models.items()},
-                               optimizers)
+    return training_step_times(batches, {name: loss_of(t.model) for name, t in tasks.items()},
+                               {name: optimizer_of(t) for name, t in tasks.items()})
 
 
 def main() -> None:

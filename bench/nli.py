@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from bench.timing import markdown_table, training_step_times, write_report
+from bench.timing import config_model_args, markdown_table, training_step_times, write_report
 from datamodules.nli import NLIDataModule
 from lit_structattn.allocator import steady_allocator
 from lit_structattn.models.decomposable import DecomposableAttention
@@ -35,8 +35,11 @@ def step_times(steps: int) -> dict[str, list[float]]:
     data.setup("fit")
     loader = iter(data.train_dataloader())
     batches = [next(loader) for _ in range(steps)]
-    models = {intra: DecomposableAttention(len(data.vocab), intra=intra, init_std=None)
-              for intra in CANDIDATES}
+    config = config_model_args("nli/base.yaml")
+    models = {intra: DecomposableAttention(
+        len(data.vocab), len(data.labels), config["embed_dim"], config["hidden_dim"], intra,
+        config["dropout"], vectors=data.vectors, parser_embed_dim=config["parser_embed_dim"],
+        parser_dim=config["parser_dim"], init_std=config["init_std"]) for intra in CANDIDATES}
 
     def loss_of(model):
         return lambda batch: F.cross_entropy(
@@ -45,7 +48,8 @@ def step_times(steps: int) -> dict[str, list[float]]:
 
     return training_step_times(
         batches, {name: loss_of(model) for name, model in models.items()},
-        {name: torch.optim.Adagrad(model.parameters(), lr=0.05, initial_accumulator_value=0.1)
+        {name: torch.optim.Adagrad(model.parameters(), lr=config["lr"],
+                                   initial_accumulator_value=config["initial_accumulator"])
          for name, model in models.items()})
 
 

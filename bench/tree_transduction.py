@@ -1,10 +1,11 @@
 """Benchmark: the cost of a tree-transduction training step with each source encoder.
 
-One step = teacher-forced loss, backward and an SGD update of :class:`Seq2SeqTask`'s model at
-the paper's sizes (l = 50, batch 20), on the same training batches for every encoder. The
-encoders take turns batch by batch so that load on a shared machine hits all of them; the
-report gives the median time per step and its ratio to the ``simple`` encoder (target:
-``structured`` <= 2x ``simple``; Kim et al. report 5x for structured attention).
+One step = teacher-forced loss, backward and an SGD update of the model of
+configs/tree_transduction/base.yaml (:class:`Seq2SeqTask`, the paper's l = 50; batch 20), on
+the same training batches for every encoder. The encoders take turns batch by batch so that
+load on a shared machine hits all of them; the report gives the median time per step and its
+ratio to the ``simple`` encoder (target: ``structured`` <= 2x ``simple``; Kim et al. report 5x
+for structured attention).
 
     python -m bench.tree_transduction [--steps 60]
 """
@@ -17,7 +18,13 @@ from pathlib import Path
 
 import torch
 
-from bench.timing import markdown_table, training_step_times, write_report
+from bench.timing import (
+    config_model_args,
+    markdown_table,
+    optimizer_of,
+    training_step_times,
+    write_report,
+)
 from datamodules.tree_transduction import TreeTransductionDataModule
 from lit_structattn.tasks import Seq2SeqTask
 
@@ -37,8 +44,10 @@ def training_batches(steps: int) -> list[dict[str, torch.Tensor]]:
 def step_times(steps: int) -> dict[str, list[float]]:
     """Seconds per training step for each encoder over the same batches."""
     batches = training_batches(steps)
-    tasks = {name: Seq2SeqTask(vocab_size=28, source_attention=name) for name in ENCODERS}
-    optimizers = {name: torch.optim.SGD(task.parameters(), lr=1.0) for name, task in tasks.items()}
+    tasks = {name: Seq2SeqTask(**config_model_args("tree_transduction/base.yaml",
+                                                   source_attention=name))
+             for name in ENCODERS}
+    optimizers = {name: optimizer_of(task) for name, task in tasks.items()}
     return training_step_times(batches, {name: task._loss for name, task in tasks.items()},
                                optimizers)
 
