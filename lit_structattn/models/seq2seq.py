@@ -434,8 +434,8 @@ class Seq2Seq(nn.Module):
             combined, weights = self._attend(queries, source)
             return combined, queries, weights, source
         steps, tops, attention = [], [], []
-        for t in range(tgt_in.shape[1]):
-            combined, state, weights = self._step(inputs[:, t], state, source)
+        for step_inputs in inputs.unbind(1):  # one backward op, not a [B, T, E] zero-fill per step
+            combined, state, weights = self._step(step_inputs, state, source)
             steps.append(combined)
             tops.append(state.h[-1])
             attention.append(weights)
