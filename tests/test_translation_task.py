@@ -233,8 +233,7 @@ def test_learning_rate_decays_from_the_chosen_epoch():
 
 def test_defaults_are_the_cpu_budget_model_of_the_base_config():
     """``TranslationTask()`` builds what ``configs/translation/base.yaml`` configures."""
-    config = yaml.safe_load((Path(__file__).resolve().parent.parent / "configs" / "translation"
-                             / "base.yaml").read_text())["model"]["init_args"]
+    config = yaml.safe_load((CONFIGS / "base.yaml").read_text())["model"]["init_args"]
     defaults = {name: parameter.default for name, parameter
                 in inspect.signature(TranslationTask).parameters.items()}
     assert {name: defaults[name] for name in config} == config
