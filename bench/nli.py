@@ -20,10 +20,16 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from bench.timing import config_model_args, markdown_table, training_step_times, write_report
+from bench.timing import (
+    config_model_args,
+    markdown_table,
+    optimizer_of,
+    training_step_times,
+    write_report,
+)
 from datamodules.nli import NLIDataModule
 from lit_structattn.allocator import steady_allocator
-from lit_structattn.models.decomposable import DecomposableAttention
+from lit_structattn.tasks.nli import NLITask
 
 REPORT = Path(__file__).resolve().parent.parent / "reports" / "bench_nli.md"
 CANDIDATES = ("simple", "structured", "none")
@@ -35,11 +41,11 @@ def step_times(steps: int) -> dict[str, list[float]]:
     data.setup("fit")
     loader = iter(data.train_dataloader())
     batches = [next(loader) for _ in range(steps)]
-    config = config_model_args("nli/base.yaml")
-    models = {intra: DecomposableAttention(
-        len(data.vocab), len(data.labels), config["embed_dim"], config["hidden_dim"], intra,
-        config["dropout"], vectors=data.vectors, parser_embed_dim=config["parser_embed_dim"],
-        parser_dim=config["parser_dim"], init_std=config["init_std"]) for intra in CANDIDATES}
+    tasks = {intra: NLITask(**config_model_args("nli/base.yaml", intra=intra))
+             for intra in CANDIDATES}
+    for task in tasks.values():
+        task.build_for(data)
+    models = {intra: task.model for intra, task in tasks.items()}
 
     def loss_of(model):
         return lambda batch: F.cross_entropy(
@@ -48,9 +54,7 @@ def step_times(steps: int) -> dict[str, list[float]]:
 
     return training_step_times(
         batches, {name: loss_of(model) for name, model in models.items()},
-        {name: torch.optim.Adagrad(model.parameters(), lr=config["lr"],
-                                   initial_accumulator_value=config["initial_accumulator"])
-         for name, model in models.items()})
+        {name: optimizer_of(task) for name, task in tasks.items()})
 
 
 def speed_table(times: dict[str, list[float]]) -> tuple[str, float]:

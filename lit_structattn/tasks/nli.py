@@ -56,9 +56,13 @@ class NLITask(Task):
 
     def configure_model(self) -> None:
         """Build the model for the vocabulary (and vectors) of ``trainer.datamodule``."""
-        if self.model is not None:
-            return
-        data, h = self.trainer.datamodule, self.hparams
+        if self.model is None:
+            self.build_for(self.trainer.datamodule)
+
+    def build_for(self, data) -> None:
+        """Build the model for the vocabulary, labels and vectors of ``data`` (a set-up
+        :class:`~datamodules.nli.NLIDataModule`)."""
+        h = self.hparams
         parser = parser_ids = None
         if h.intra in SUPERVISED:
             from ..parser_training import build_parser, pretrained_parser
