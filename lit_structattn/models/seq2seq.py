@@ -361,15 +361,20 @@ class Seq2Seq(nn.Module):
         """``U_m m_j [..., S, H]``: the part of the attentional layer ``tanh(U [c; h])`` that
         a position's memory ``memory [..., S, M]`` contributes when it stands in for the
         context. Computed once per source position, not once per (token, kept position)."""
-        return nn.functional.linear(memory, self.combine.weight[:, :memory.shape[-1]])
+        return nn.functional.linear(memory, self._combine_columns()[0])
+
+    def _combine_columns(self) -> tuple[Tensor, Tensor]:
+        """``(U_m [H, M], U_h [H, H])``: the columns of the attentional layer's ``U [c; h]``
+        that read the context and the decoder state."""
+        return self.combine.weight.split(
+            [self.combine.in_features - self.hidden_dim, self.hidden_dim], dim=1)
 
     def _position_log_probs(self, queries: Tensor, shares: Tensor) -> Tensor:
         """``log P_t(y | x_a) [B, T, K, V]``: the output softmax of ``tanh(U [m_a; h_t])``, the
         soft layer with one position's memory in place of the context, for the decoder states
         ``queries [B, T, H]`` and the positions' shares ``U_m m_a`` (``shares [B, T or 1, K,
         H]``, :meth:`memory_share`)."""
-        width = self.combine.in_features - queries.shape[-1]
-        own = nn.functional.linear(queries, self.combine.weight[:, width:])  # U_h h_t [B, T, H]
+        own = nn.functional.linear(queries, self._combine_columns()[1])  # U_h h_t [B, T, H]
         projected = shares + own[:, :, None]
         return self.generator(self.dropout(torch.tanh(projected))).log_softmax(-1)
 
