@@ -49,7 +49,7 @@ def test_tables_without_selection_render_as_before():
     results = {row.name: [{"metrics": {"test/ltf_d2": 0.5}, "wall_seconds": 60.0, "seed": 0,
                            "threads": 1}] for row in table.rows}
     text = render(table, "cpu", range(1), results)
-    assert "Cells: ours, mean ± standard deviation over seeds (in %), then the paper's " \
-           "number." in text
-    assert "| no attention | 50.0 ± 0.0 (paper 7.6) | — (paper 4.1) |" in text
+    assert "Cells: ours, mean ± standard deviation over seeds (in %; the mean alone for one " \
+           "seed), then the paper's number." in text
+    assert "| no attention | 50.0 (paper 7.6) | — (paper 4.1) |" in text  # one seed: no ±
     assert "| average," not in text

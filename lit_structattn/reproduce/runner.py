@@ -184,9 +184,10 @@ def _best_of(runs: list[dict], key: str, select_by: str) -> float | None:
 @dataclass(frozen=True)
 class RowSummary:
     """What a report row shows, in the report's units: per metric key ``(mean, std, best)``
-    (``best``: the test value of the seed best on validation, or None), the number of seeds, the
-    mean wall time, whether a run was resumed, and ``earlier``: True when the row comes from an
-    earlier report (``earlier.json`` of the ledger) rather than from per-run results."""
+    (``std``: None for one seed; ``best``: the test value of the seed best on validation, or
+    None), the number of seeds, the mean wall time, whether a run was resumed, and
+    ``earlier``: True when the row comes from an earlier report (``earlier.json`` of the ledger)
+    rather than from per-run results."""
 
     cells: dict[str, tuple[float, float, float | None]]
     seeds: int
@@ -203,7 +204,7 @@ def summarize(table: Table, runs: list[dict]) -> RowSummary:
         if values:
             best = _best_of(runs, key, table.select_by) if table.select_by else None
             cells[key] = (statistics.mean(values),
-                          statistics.stdev(values) if len(values) > 1 else 0.0,
+                          statistics.stdev(values) if len(values) > 1 else None,
                           None if best is None else table.scale * best)
     return RowSummary(cells, len(runs), statistics.mean(r["wall_seconds"] for r in runs) / 60,
                       any("resumed_from" in r for r in runs))
@@ -238,8 +239,8 @@ def earlier_report(table: Table, budget: str, results: Path | None) -> EarlierRe
                          ) from error
 
 
-def _shown(mean: float, std: float, best: float | None, select_by: str | None) -> str:
-    cell = f"{mean:.1f} ± {std:.1f}"
+def _shown(mean: float, std: float | None, best: float | None, select_by: str | None) -> str:
+    cell = f"{mean:.1f}" if std is None else f"{mean:.1f} ± {std:.1f}"
     return f"{'—' if best is None else f'{best:.1f}'} / {cell}" if select_by else cell
 
 
@@ -321,7 +322,8 @@ def render(
         "Cells: ours, "
         + (f"the test value of the seed best on {table.select_by} / " if table.select_by else "")
         + "mean ± standard deviation over seeds"
-        f"{' (in %)' if table.scale == 100 else ''}, then the paper's number.", "",
+        f" ({'in %; ' if table.scale == 100 else ''}the mean alone for one seed), then the "
+        "paper's number.", "",
         "| " + " | ".join(header) + " |", "|" + "---|" * len(header),
     ]
     for row in table.rows:
