@@ -123,6 +123,7 @@ def test_rows_of_an_earlier_report_are_shown_until_rerun_with_as_many_seeds(tmp_
             second.name: {"seeds": 1, "wall_minutes": 1.0, "resumed": True,
                           "cells": {keys[0]: [10.0, 0.0, 10.0]}}}}))
     earlier = earlier_report(table, "cpu", tmp_path)
+    assert earlier.rows[second.name].cells[keys[0]] == (10.0, None, 10.0)  # one seed: no std
 
     def run(value, seed):
         return {"metrics": {keys[0]: value}, "wall_seconds": 60.0, "seed": seed,

@@ -189,7 +189,7 @@ class RowSummary:
     ``earlier``: True when the row comes from an earlier report (``earlier.json`` of the ledger)
     rather than from per-run results."""
 
-    cells: dict[str, tuple[float, float, float | None]]
+    cells: dict[str, tuple[float, float | None, float | None]]
     seeds: int
     wall_minutes: float
     resumed: bool = False
@@ -229,7 +229,8 @@ def earlier_report(table: Table, budget: str, results: Path | None) -> EarlierRe
     try:
         record = json.loads(path.read_text())
         return EarlierReport(record["source"], {
-            name: RowSummary({key: tuple(cell) for key, cell in row["cells"].items()},
+            name: RowSummary({key: (mean, std if row["seeds"] > 1 else None, best)
+                              for key, (mean, std, best) in row["cells"].items()},
                              row["seeds"], row["wall_minutes"], row.get("resumed", False),
                              earlier=True)
             for name, row in record["rows"].items()}, tuple(record.get("notes", ())))
