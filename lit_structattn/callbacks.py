@@ -1,8 +1,10 @@
-"""Lightning callbacks: attention figures in TensorBoard, predictions to JSONL."""
+"""Lightning callbacks: attention figures in TensorBoard, predictions to JSONL, a fit's wall
+time kept across resumptions."""
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import lightning as L
@@ -79,3 +81,34 @@ class JsonlPredictionWriter(BasePredictionWriter):
 
     def on_predict_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         rank_zero_info(f"predictions written to {self._path(trainer)}")
+
+
+class FitClock(L.Callback):
+    """The wall time of a fit, kept in its checkpoints: a fit resumed from a checkpoint adds
+    the time its earlier parts took up to that checkpoint (work redone after the checkpoint is
+    counted once, when redone).
+
+    Attributes:
+        earlier_seconds: the time recorded by the checkpoint the fit resumed from (0 if none).
+        restored: whether a checkpoint provided ``earlier_seconds``.
+    """
+
+    def __init__(self) -> None:
+        self.earlier_seconds = 0.0
+        self.restored = False
+        self._started: float | None = None
+
+    def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._started = time.perf_counter()
+
+    def elapsed(self) -> float:
+        """Seconds of this fit so far, its earlier parts included."""
+        running = 0.0 if self._started is None else time.perf_counter() - self._started
+        return self.earlier_seconds + running
+
+    def state_dict(self) -> dict[str, float]:
+        return {"seconds": self.elapsed()}
+
+    def load_state_dict(self, state_dict: dict[str, float]) -> None:
+        self.earlier_seconds = float(state_dict["seconds"])
+        self.restored = True

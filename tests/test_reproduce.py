@@ -97,6 +97,8 @@ def test_resumed_run_keeps_the_best_checkpoints_of_its_first_part(tmp_path):
         result = run_one(longer, row, "ci", 0, tmp_path)
     assert result["epochs"] == 2
     assert result["resumed_from"].endswith("version_0/checkpoints/last.ckpt")
+    # the wall time includes the first part, as its checkpoint recorded it
+    assert 0 < result["wall_seconds_before_resume"] < result["wall_seconds"]
     assert not [w for w in caught if "dirpath has changed" in str(w.message)]
     assert not list(out.glob("lightning_logs/version_1/checkpoints"))
     assert list(out.glob("lightning_logs/version_0/checkpoints/*epoch=1*.ckpt"))
@@ -146,3 +148,16 @@ def test_rows_of_an_earlier_report_are_shown_until_rerun_with_as_many_seeds(tmp_
     broken.write_text('{"rows": {}}')  # no "source"
     with pytest.raises(ValueError, match=f"{broken}: not an earlier-report record"):
         earlier_report(table, "demo", tmp_path)
+
+
+def test_wall_time_is_marked_partial_only_for_a_resumption_without_a_recorded_clock():
+    from lit_structattn.reproduce.runner import summarize
+    from lit_structattn.reproduce.tables import TABLES
+
+    table = TABLES["tree_transduction"]
+    key = table.metrics[0][0]
+    fresh = {"metrics": {key: 0.5}, "wall_seconds": 60.0}
+    clocked = {**fresh, "resumed_from": "last.ckpt", "wall_seconds_before_resume": 30.0}
+    unclocked = {**fresh, "resumed_from": "last.ckpt"}
+    assert not summarize(table, [fresh, clocked]).partial_wall
+    assert summarize(table, [fresh, unclocked]).partial_wall

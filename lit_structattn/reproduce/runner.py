@@ -111,8 +111,10 @@ def run_one(
     """Fit and test one row with one seed (unless a finished run is stored); returns the test
     metrics, the wall time and the task's ``report_notes``, also filed in the ledger
     ``results`` when given. A ``test_of`` row first runs (or finds) the row it tests and only
-    tests that row's best checkpoint."""
+    tests that row's best checkpoint. The wall time of a run resumed from a checkpoint
+    includes its earlier parts up to that checkpoint (a :class:`FitClock` is saved with it)."""
     # Lightning is imported only when needed
+    from ..callbacks import FitClock
     from ..cli import build_cli, keep_checkpoint_folder, resolve_checkpoint
 
     out = _run_dir(table, row, budget, seed, root)
@@ -141,13 +143,15 @@ def run_one(
         cli = build_cli(args, run=False)
     if resume_from is not None and checkpoint is None:
         keep_checkpoint_folder(cli.trainer, resume_from)
+    clock = FitClock()
     if checkpoint is None:
+        cli.trainer.callbacks.append(clock)
         cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=resume_from)
     tested = cli.trainer.test(cli.model, datamodule=cli.datamodule,
                               ckpt_path=checkpoint or "best", verbose=False)
     result = {
         "metrics": {k: float(v) for k, v in tested[0].items()},
-        "wall_seconds": time.perf_counter() - start,
+        "wall_seconds": time.perf_counter() - start + clock.earlier_seconds,
         "epochs": cli.trainer.current_epoch,
         "threads": torch.get_num_threads(),
         "seed": seed,
@@ -156,6 +160,7 @@ def run_one(
         **({"validation": _best_validation(cli.trainer, table.select_by)}
            if table.select_by else {}),
         **({"resumed_from": str(resume_from)} if resume_from and not checkpoint else {}),
+        **({"wall_seconds_before_resume": clock.earlier_seconds} if clock.restored else {}),
         **({"tested_checkpoint": checkpoint} if checkpoint else {}),
     }
     out.mkdir(parents=True, exist_ok=True)
@@ -185,14 +190,15 @@ def _best_of(runs: list[dict], key: str, select_by: str) -> float | None:
 class RowSummary:
     """What a report row shows, in the report's units: per metric key ``(mean, std, best)``
     (``std``: None for one seed; ``best``: the test value of the seed best on validation, or
-    None), the number of seeds, the mean wall time, whether a run was resumed, and
-    ``earlier``: True when the row comes from an earlier report (``earlier.json`` of the ledger)
+    None), the number of seeds, the mean wall time, ``partial_wall``: True when a run was
+    resumed from a checkpoint that recorded no :class:`~lit_structattn.callbacks.FitClock`, so
+    its wall time counts only the part after the resumption, and ``earlier``: True when the row comes from an earlier report (``earlier.json`` of the ledger)
     rather than from per-run results."""
 
     cells: dict[str, tuple[float, float | None, float | None]]
     seeds: int
     wall_minutes: float
-    resumed: bool = False
+    partial_wall: bool = False
     earlier: bool = False
 
 
@@ -207,7 +213,8 @@ def summarize(table: Table, runs: list[dict]) -> RowSummary:
                           statistics.stdev(values) if len(values) > 1 else None,
                           None if best is None else table.scale * best)
     return RowSummary(cells, len(runs), statistics.mean(r["wall_seconds"] for r in runs) / 60,
-                      any("resumed_from" in r for r in runs))
+                      any("resumed_from" in r and "wall_seconds_before_resume" not in r
+                          for r in runs))
 
 
 @dataclass(frozen=True)
@@ -337,9 +344,9 @@ def render(
             cells.append(ours if paper is None else f"{ours} (paper {paper:.1f})")
         lines.append(f"| {row.name} | " + " | ".join(cells)
                      + f" | {summary.seeds}{'†' if summary.earlier else ''} | "
-                     f"{summary.wall_minutes:.1f} min{'*' if summary.resumed else ''} |")
+                     f"{summary.wall_minutes:.1f} min{'*' if summary.partial_wall else ''} |")
     lines += _group_averages(table, rows)
-    if any(summary.resumed for summary in rows.values()):
+    if any(summary.partial_wall for summary in rows.values()):
         lines += ["", "\\* a run of this row was interrupted and resumed from its last "
                   "checkpoint: its wall time counts only the part after the resumption."]
     notes = _notes(table, results)
