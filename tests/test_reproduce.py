@@ -140,6 +140,9 @@ def test_rows_of_an_earlier_report_are_shown_until_rerun_with_as_many_seeds(tmp_
     assert "72.0 / 70.0 ± 1.0" in first_line and "| 2† | 3.0 min |" in first_line
     assert "40.0 / 30.0 ± 14.1" in second_line and "| 2 | 1.0 min |" in second_line
     assert "the report of commit abc" in text and "\\* a run" not in text
+    # each run of a row shown from several runs is listed; a row of the earlier report is not
+    assert f"- {second.name}, seeds 0, 1: 20.0, 40.0" in text
+    assert f"- {first.name}, seeds" not in text
     group_line = next(line for line in text.splitlines() if line.startswith("| average,"))
     assert "56.0 / 50.0" in group_line  # (72 + 40) / 2 and (70 + 30) / 2
     assert earlier_report(table, "ci", tmp_path).rows == {}

@@ -296,6 +296,22 @@ def _notes(table: Table, results: dict[str, list[dict]]) -> list[str]:
     return ["**Notes from the runs:**", "", *lines, ""] if lines else []
 
 
+def _per_seed(table: Table, results: dict[str, list[dict]],
+              rows: dict[str, RowSummary]) -> list[str]:
+    """The first metric of every run of the rows shown from two or more runs, so that a seed
+    far from the others is seen rather than only widening the spread."""
+    key, label = table.metrics[0]
+    lines = []
+    for name, summary in rows.items():
+        runs = [r for r in results.get(name, []) if key in r["metrics"]]
+        if summary.earlier or len(runs) < 2:
+            continue
+        seeds = ", ".join(str(r.get("seed", "?")) for r in runs)
+        values = ", ".join(f"{table.scale * r['metrics'][key]:.1f}" for r in runs)
+        lines.append(f"- {name}, seeds {seeds}: {values}")
+    return [f"**Per seed ({label}):**", "", *lines, ""] if lines else []
+
+
 def render(
     table: Table, budget: str, seeds: range, results: dict[str, list[dict]],
     not_run: tuple[str, ...] = (), cached_only: bool = False,
@@ -349,7 +365,7 @@ def render(
     if any(summary.partial_wall for summary in rows.values()):
         lines += ["", "\\* a run of this row was interrupted and resumed from its last "
                   "checkpoint: its wall time counts only the part after the resumption."]
-    notes = _notes(table, results)
+    notes = [*_per_seed(table, results, rows), *_notes(table, results)]
     if any(summary.earlier for summary in rows.values()):
         lines += ["", f"† as printed by an earlier report ({earlier.source}), whose per-run "
                   "results were lost with the machine that ran them; shown until as many seeds "
