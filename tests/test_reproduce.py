@@ -19,6 +19,7 @@ def test_ci_run_writes_report_and_resumes(tmp_path):
     assert "not run here:** no attention; structured." in text
     result = next(tmp_path.rglob("result.json"))
     assert 0 <= json.loads(result.read_text())["metrics"]["test/ltf_d2"] <= 1
+    assert "wall_seconds_before_resume" not in json.loads(result.read_text())  # not resumed
     assert list(tmp_path.rglob("events.out.tfevents.*"))  # TensorBoard logs of the run
     stamp = result.stat().st_mtime_ns
     run_table("tree_transduction", "ci", seeds=1, rows=["simple"], root=tmp_path, report=report)

@@ -147,11 +147,13 @@ def run_one(
     if checkpoint is None:
         cli.trainer.callbacks.append(clock)
         cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=resume_from)
+    # read before testing: loading the tested checkpoint restores the clock too
+    before_resume = clock.earlier_seconds if clock.restored else None
     tested = cli.trainer.test(cli.model, datamodule=cli.datamodule,
                               ckpt_path=checkpoint or "best", verbose=False)
     result = {
         "metrics": {k: float(v) for k, v in tested[0].items()},
-        "wall_seconds": time.perf_counter() - start + clock.earlier_seconds,
+        "wall_seconds": time.perf_counter() - start + (before_resume or 0.0),
         "epochs": cli.trainer.current_epoch,
         "threads": torch.get_num_threads(),
         "seed": seed,
@@ -160,7 +162,7 @@ def run_one(
         **({"validation": _best_validation(cli.trainer, table.select_by)}
            if table.select_by else {}),
         **({"resumed_from": str(resume_from)} if resume_from and not checkpoint else {}),
-        **({"wall_seconds_before_resume": clock.earlier_seconds} if clock.restored else {}),
+        **({"wall_seconds_before_resume": before_resume} if before_resume is not None else {}),
         **({"tested_checkpoint": checkpoint} if checkpoint else {}),
     }
     out.mkdir(parents=True, exist_ok=True)
