@@ -194,8 +194,9 @@ class RowSummary:
     (``std``: None for one seed; ``best``: the test value of the seed best on validation, or
     None), the number of seeds, the mean wall time, ``partial_wall``: True when a run was
     resumed from a checkpoint that recorded no :class:`~lit_structattn.callbacks.FitClock`, so
-    its wall time counts only the part after the resumption, and ``earlier``: True when the row comes from an earlier report (``earlier.json`` of the ledger)
-    rather than from per-run results."""
+    its wall time counts only the part after the resumption, and ``earlier``: True when the
+    row comes from an earlier report (``earlier.json`` of the ledger) rather than from per-run
+    results."""
 
     cells: dict[str, tuple[float, float | None, float | None]]
     seeds: int
