@@ -86,7 +86,8 @@ class JsonlPredictionWriter(BasePredictionWriter):
 class FitClock(L.Callback):
     """The wall time of a fit, kept in its checkpoints: a fit resumed from a checkpoint adds
     the time its earlier parts took up to that checkpoint (work redone after the checkpoint is
-    counted once, when redone).
+    counted once, when redone). Lightning restores the state from any checkpoint it loads,
+    ``test(ckpt_path=...)`` included: read ``earlier_seconds`` right after ``fit``.
 
     Attributes:
         earlier_seconds: the time recorded by the checkpoint the fit resumed from (0 if none).
