@@ -90,13 +90,12 @@ class FitClock(L.Callback):
     ``test(ckpt_path=...)`` included: read ``earlier_seconds`` right after ``fit``.
 
     Attributes:
-        earlier_seconds: the time recorded by the checkpoint the fit resumed from (0 if none).
-        restored: whether a checkpoint provided ``earlier_seconds``.
+        earlier_seconds: the time recorded by the checkpoint the fit resumed from; None when
+            no checkpoint recorded one.
     """
 
     def __init__(self) -> None:
-        self.earlier_seconds = 0.0
-        self.restored = False
+        self.earlier_seconds: float | None = None
         self._started: float | None = None
 
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -105,11 +104,10 @@ class FitClock(L.Callback):
     def elapsed(self) -> float:
         """Seconds of this fit so far, its earlier parts included."""
         running = 0.0 if self._started is None else time.perf_counter() - self._started
-        return self.earlier_seconds + running
+        return (self.earlier_seconds or 0.0) + running
 
     def state_dict(self) -> dict[str, float]:
         return {"seconds": self.elapsed()}
 
     def load_state_dict(self, state_dict: dict[str, float]) -> None:
         self.earlier_seconds = float(state_dict["seconds"])
-        self.restored = True

@@ -148,7 +148,7 @@ def run_one(
         cli.trainer.callbacks.append(clock)
         cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=resume_from)
     # read before testing: loading the tested checkpoint restores the clock too
-    before_resume = clock.earlier_seconds if clock.restored else None
+    before_resume = clock.earlier_seconds
     tested = cli.trainer.test(cli.model, datamodule=cli.datamodule,
                               ckpt_path=checkpoint or "best", verbose=False)
     result = {
