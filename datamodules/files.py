@@ -4,6 +4,7 @@
   ``<repository>/../shared/data``).
 - :func:`cache_root`: where derived files (BPE models, trained parsers) are kept
   (``$STRUCTATTN_CACHE``, default ``~/.cache/structattn``).
+- :func:`atomic_path`: write a cache file so that a concurrent reader sees all of it or none.
 - :func:`require_files`: fail early with a message that lists the expected files, the folder and
   where such data comes from.
 - :func:`open_text`: plain or gzip-compressed text, UTF-8 by default, ``"auto"`` for UTF-8 with a
@@ -16,7 +17,8 @@ from __future__ import annotations
 import gzip
 import io
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
@@ -41,6 +43,21 @@ def cache_root() -> Path:
     if value:
         return Path(value).expanduser()
     return Path.home() / ".cache" / "structattn"
+
+
+@contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """A temporary sibling of ``path``, unique to this process, to write in place of ``path``;
+    when the block ends without an error it replaces ``path`` in one step (so processes that
+    share a cache, e.g. DDP ranks or parallel runs, never read half a file), else it is removed.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        yield partial
+        partial.replace(path)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def require_files(

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import tempfile
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -42,7 +43,7 @@ from lit_structattn.choices import check_choice
 from .alignment import Links, align
 from .batching import EncodedItems, seq2seq_batch
 from .fertility import guided_fertility_table, lookup_fertilities
-from .files import MalformedLine, cache_root, data_root, open_text
+from .files import MalformedLine, atomic_path, cache_root, data_root, open_text
 from .hub import load_hub_dataset
 from .splits import SplitDataModule
 
@@ -88,16 +89,25 @@ class Subwords:
 
     @staticmethod
     def train(lines: Iterable[str], model_prefix: Path, vocab_size: int) -> Path:
-        """Train a BPE model on already Moses-tokenized ``lines``; returns the model file."""
+        """Train a BPE model on already Moses-tokenized ``lines``; returns the model file,
+        ``{model_prefix}.model`` (with its ``.vocab``). Both are written in a scratch folder
+        and moved into place, the model last, so a process that finds the model file (another
+        DDP rank, a parallel run sharing the cache) never reads half of it."""
         import sentencepiece
 
-        sentencepiece.SentencePieceTrainer.train(
-            sentence_iterator=iter(list(lines)), model_prefix=str(model_prefix),
-            model_type="bpe", vocab_size=vocab_size, character_coverage=1.0,
-            pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID, unk_id=UNK_ID,
-            user_defined_symbols=["<sink>"], num_threads=1, minloglevel=2,
-            hard_vocab_limit=False,
-        )
+        model_prefix = Path(model_prefix)
+        model_prefix.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=model_prefix.parent) as scratch:
+            partial = Path(scratch) / "bpe"
+            sentencepiece.SentencePieceTrainer.train(
+                sentence_iterator=iter(list(lines)), model_prefix=str(partial),
+                model_type="bpe", vocab_size=vocab_size, character_coverage=1.0,
+                pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID, unk_id=UNK_ID,
+                user_defined_symbols=["<sink>"], num_threads=1, minloglevel=2,
+                hard_vocab_limit=False,
+            )
+            for suffix in (".vocab", ".model"):
+                partial.with_suffix(suffix).replace(model_prefix.with_suffix(suffix))
         return model_prefix.with_suffix(".model")
 
     def words(self, text: str, lang: str) -> list[str]:
@@ -392,6 +402,12 @@ class TranslationDataModule(SplitDataModule):
             Subwords.train(text.getvalue().splitlines(), prefix, h.bpe_size)
         return Subwords(model, h.src_lang, h.tgt_lang)
 
+    def prepare_data(self) -> None:
+        """Lightning calls this in one process per node before any process's :meth:`setup`:
+        it builds the splits, and with them the cached BPE model, links and fertility
+        predictor, so the other DDP ranks load those files instead of racing to write them."""
+        self.setup()
+
     def setup(self, stage: str | None = None) -> None:
         """Read the splits, train or load the BPE model, encode, attach the fertilities (once;
         later calls no-op)."""
@@ -440,8 +456,9 @@ class TranslationDataModule(SplitDataModule):
             pieces = self.subwords.pieces
             links = align([(pieces(s), pieces(t)) for s, t in zip(sources, targets, strict=True)],
                           self.hparams.aligner_iterations)
-            path.write_text("".join(" ".join(f"{i}-{j}" for i, j in sorted(sentence)) + "\n"
-                                    for sentence in links))
+            with atomic_path(path) as partial:
+                partial.write_text("".join(" ".join(f"{i}-{j}" for i, j in sorted(sentence))
+                                           + "\n" for sentence in links))
         lines = path.read_text().split("\n")[: len(sources)]
         return [{tuple(map(int, link.split("-"))) for link in line.split()} for line in lines]
 
@@ -476,7 +493,8 @@ class TranslationDataModule(SplitDataModule):
             targets = fertility_targets(links, [len(s) for s in sources["train"]])
             model = fit_fertility_predictor(sources["train"], targets, len(self.subwords),
                                             epochs=h.predictor_epochs)
-            torch.save(model.state_dict(), path)
+            with atomic_path(path) as partial:
+                torch.save(model.state_dict(), partial)
         return {split: predict_fertilities(model, rows) for split, rows in sources.items()}
 
     def references(self, split: str) -> list[str]:

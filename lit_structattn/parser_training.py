@@ -18,14 +18,13 @@ vocabulary and its unlabeled attachment scores (UAS) on the EWT dev and test set
 from __future__ import annotations
 
 import argparse
-import os
 import random
 from collections import Counter
 from pathlib import Path
 
 import torch
 
-from datamodules.files import cache_root, data_root
+from datamodules.files import atomic_path, cache_root, data_root
 from datamodules.tagging import Vocab
 from datamodules.ud_pos import DependencyTree, read_conllu_trees
 
@@ -113,16 +112,13 @@ def train_parser(epochs: int = 5, embed_dim: int = 100, hidden_dim: int = 100, s
 def pretrained_parser(epochs: int, embed_dim: int, hidden_dim: int, seed: int = 0,
                       log=print) -> dict:
     """The cached record of :func:`train_parser` with these settings, training it first if the
-    cache has none (a write goes through a temporary file, so parallel runs never read half a
-    file)."""
+    cache has none (written with :func:`~datamodules.files.atomic_path`)."""
     path = parser_path(epochs, embed_dim, hidden_dim, seed)
     if not path.is_file():
         log(f"training the supervised parser ({epochs} epochs on UD English-EWT) -> {path}")
         record = train_parser(epochs, embed_dim, hidden_dim, seed, log=log)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(f".{os.getpid()}.tmp")
-        torch.save(record, partial)
-        partial.replace(path)
+        with atomic_path(path) as partial:
+            torch.save(record, partial)
     return torch.load(path, map_location="cpu", weights_only=False)
 
 

@@ -18,6 +18,7 @@ from datamodules.conll_ner import CoNLLNERDataModule, iob1_to_iob2, read_conll_n
 from datamodules.files import (
     DATA_ENV_VAR,
     MalformedLine,
+    atomic_path,
     data_root,
     detect_encoding,
     open_text,
@@ -353,6 +354,18 @@ def test_data_root_and_open_text(tmp_path, monkeypatch):
         f.write("ä\r\nb\n")
     with open_text(tmp_path / "a.gz") as f:
         assert f.read() == "ä\nb\n"
+
+
+def test_atomic_path_replaces_the_file_only_when_the_write_ends(tmp_path):
+    target = tmp_path / "cache" / "derived.txt"
+    with atomic_path(target) as partial:
+        partial.write_text("new")
+        assert not target.exists()  # a reader meanwhile finds no file, not half of one
+    assert target.read_text() == "new"
+    with pytest.raises(RuntimeError), atomic_path(target) as partial:
+        partial.write_text("half")
+        raise RuntimeError("interrupted")
+    assert target.read_text() == "new" and sorted(target.parent.iterdir()) == [target]
 
 
 @pytest.mark.parametrize("module_class", [UDPOSDataModule, CoNLLNERDataModule, WordQEDataModule])

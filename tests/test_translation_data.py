@@ -13,6 +13,7 @@ from datamodules.translation import (
     PAD_ID,
     SINK_ID,
     UNK_ID,
+    Subwords,
     TranslationDataModule,
 )
 from lit_structattn.metrics.translation import drop_score
@@ -82,6 +83,30 @@ def test_bpe_model_is_trained_once_and_cached(tmp_path):
     assert dm.subwords.model_file == model and model.stat().st_mtime_ns == stamp
     make_module(corpus, cache, bpe_size=70).setup()  # another size is another model
     assert len(list(cache.glob("*.model"))) == 2
+
+
+def test_prepare_data_fills_the_cache_that_the_other_ranks_read(tmp_path, monkeypatch):
+    """Under DDP, Lightning runs ``prepare_data`` in one process before every rank's ``setup``:
+    it writes the BPE model, links and predictor whole (no scratch file left), and a rank's
+    ``setup`` then trains nothing."""
+    corpus, cache = tmp_path / "corpus", tmp_path / "cache"
+    write_corpus(corpus)
+    first = make_module(corpus, cache, fertility_strategy="predicted", predictor_epochs=1)
+    first.prepare_data()
+    datasets = dict(first.datasets)
+    first.setup("fit")  # the process that prepared the data does not build the splits again
+    assert first.datasets == datasets
+    assert sorted(path.suffix for path in cache.iterdir()) == [
+        ".links", ".model", ".predictor", ".vocab"]
+
+    def trains(*args, **kwargs):
+        raise AssertionError("setup after prepare_data must read the cache")
+
+    monkeypatch.setattr(Subwords, "train", trains)
+    monkeypatch.setattr("datamodules.translation.align", trains)
+    monkeypatch.setattr("lit_structattn.models.fertility.fit_fertility_predictor", trains)
+    rank = ready_module(corpus, cache, fertility_strategy="predicted", predictor_epochs=1)
+    assert rank.datasets["test"].items == first.datasets["test"].items
 
 
 def test_character_sources_spell_the_subwords(tmp_path):
