@@ -387,9 +387,8 @@ class TranslationDataModule(SplitDataModule):
         for src, tgt in train_pairs:
             digest.update(f"{src}\t{tgt}\n".encode())
         digest.update(f"{h.src_lang}-{h.tgt_lang}-{h.bpe_size}-sink".encode())
-        folder = self._cache_dir()
-        folder.mkdir(parents=True, exist_ok=True)
-        prefix = folder / f"bpe-{h.src_lang}-{h.tgt_lang}-{h.bpe_size}-{digest.hexdigest()[:16]}"
+        name = f"bpe-{h.src_lang}-{h.tgt_lang}-{h.bpe_size}-{digest.hexdigest()[:16]}"
+        prefix = self._cache_dir() / name
         model = prefix.with_suffix(".model")
         if not model.is_file():
             from sacremoses import MosesTokenizer
