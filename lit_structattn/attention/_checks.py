@@ -13,7 +13,6 @@ from collections.abc import Iterator
 import torch
 from torch import Tensor
 
-HALF_DTYPES = (torch.float16, torch.bfloat16)
 
 
 def check_scores(scores: Tensor, name: str) -> None:
@@ -25,17 +24,15 @@ def check_scores(scores: Tensor, name: str) -> None:
 
 
 def check_companion(other: Tensor | None, scores: Tensor, what: str, name: str) -> None:
-    """Check that ``upper`` (same floating dtype) or ``mask`` (bool) broadcasts to ``scores``."""
+    """Check that ``upper`` (floating) or ``mask`` (bool) broadcasts to ``scores``."""
     if other is None:
         return
     if not isinstance(other, Tensor):
         raise ValueError(f"{name}: {what} must be a tensor, got {_describe(other)}")
     if what == "mask" and other.dtype != torch.bool:
         raise ValueError(f"{name}: mask must be a bool tensor (True = valid), got {other.dtype}")
-    if what == "upper" and other.dtype != scores.dtype:
-        raise ValueError(
-            f"{name}: upper has dtype {other.dtype} but scores have {scores.dtype}; they must agree"
-        )
+    if what == "upper" and not other.is_floating_point():
+        raise ValueError(f"{name}: upper must be a floating-point tensor, got {other.dtype}")
     try:
         shape = torch.broadcast_shapes(other.shape, scores.shape)
     except RuntimeError:
@@ -90,9 +87,10 @@ def float32_compute(scores: Tensor) -> Iterator[torch.dtype]:
         yield out_dtype
 
 
-def compute_dtype(t: Tensor) -> Tensor:
-    """``t`` in float32 if it is a half type, unchanged otherwise."""
-    return t.float() if t.dtype in HALF_DTYPES else t
+def compute_dtype(*tensors: Tensor) -> torch.dtype:
+    """The dtype to compute in: float64 if any of ``tensors`` is float64, else float32 (half
+    types are widened: sorting, cumulative sums and log-sum-exp lose too much in 16 bits)."""
+    return torch.float64 if any(t.dtype == torch.float64 for t in tensors) else torch.float32
 
 
 def run_transform(
@@ -118,11 +116,12 @@ def run_transform(
         )
     valid = to_last(mask, dim, scores.shape)
     with float32_compute(scores) as out_dtype:
-        z = compute_dtype(scores.movedim(dim, -1))
+        dtype = compute_dtype(scores) if upper is None else compute_dtype(scores, upper)
+        z = scores.movedim(dim, -1).to(dtype)
         if upper is None:
             out = function.apply(z, valid)
         else:
-            u = compute_dtype(to_last(upper, dim, scores.shape))
+            u = to_last(upper, dim, scores.shape).to(dtype)
             check_feasible(u, valid, name)
             out = function.apply(z, u, valid)
     return out.to(out_dtype).movedim(-1, dim)
