@@ -279,3 +279,21 @@ def test_sentences_beyond_the_kernels_range_fall_back_exactly(monkeypatch):
     (reference.marginals * arcs.sin()).sum().backward()
     torch.testing.assert_close(crf.marginals, reference.marginals)
     torch.testing.assert_close(source.grad, reference_source.grad)
+
+
+def test_autocast_and_half_precision():
+    """bfloat16 scores are computed in float32: returned in bfloat16 outside autocast, in
+    float32 under it; gradients reach the scores in their dtype."""
+    arcs = random_arcs(2, 6, seed=12, dtype=torch.float32, scale=2.0).bfloat16()
+    exact = DependencyCRF(arcs.double())
+    plain = DependencyCRF(arcs)
+    assert plain.marginals.dtype == plain.log_partition.dtype == torch.bfloat16
+    torch.testing.assert_close(plain.marginals.double(), exact.marginals, atol=4e-3, rtol=0)
+    source = arcs.clone().requires_grad_()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        crf = DependencyCRF(source)
+        marginals = crf.marginals
+    assert marginals.dtype == crf.log_partition.dtype == torch.float32
+    torch.testing.assert_close(marginals.double(), exact.marginals, atol=1e-5, rtol=0)
+    (grad,) = torch.autograd.grad((marginals * exact.marginals.float()).sum(), source)
+    assert grad.dtype == torch.bfloat16 and torch.isfinite(grad).all()

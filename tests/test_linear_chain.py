@@ -234,7 +234,6 @@ def test_forbidden_transitions():
         (torch.zeros(2, 3, 2, dtype=torch.long), torch.zeros(2, 2), None, "floating"),
         (torch.zeros(2, 3, 2), torch.zeros(3, 3), None, "transition must have shape"),
         (torch.zeros(2, 3, 2), torch.zeros(2, 3, 2, 2), None, "transition must have shape"),
-        (torch.zeros(2, 3, 2), torch.zeros(2, 2, dtype=torch.float64), None, "dtype"),
         (torch.zeros(2, 3, 2), torch.zeros(2, 2, dtype=torch.long), None, "floating"),
         (torch.zeros(2, 3, 2), torch.zeros(2, 2), torch.tensor([3, 0]), r"\[1, 3\]"),
         (torch.zeros(2, 3, 2), torch.zeros(2, 2), torch.tensor([4, 1]), r"\[1, 3\]"),
@@ -282,3 +281,36 @@ def test_gradients_agree_across_algorithms_for_any_cotangent_layout(algorithm):
         got = torch.autograd.grad(losses(LinearChainCRF(u, t, lengths))[index], (u, t))
         for ours, reference in zip(got, expected[index], strict=True):
             torch.testing.assert_close(ours, reference)
+
+
+@pytest.mark.parametrize("unary_dtype,transition_dtype,result_dtype", [
+    (torch.bfloat16, torch.float32, torch.bfloat16),
+    (torch.float32, torch.float64, torch.float32),
+    (torch.float16, torch.bfloat16, torch.float16),
+])
+def test_mixed_dtypes(unary_dtype, transition_dtype, result_dtype):
+    """Unary and transition of different dtypes: computed in float64 if either is float64 (else
+    float32), returned in the dtype of unary, with gradients in each input's own dtype."""
+    unary, transition = make_inputs(2, 5, 3, "shared", seed=29)
+    unary, transition = unary.to(unary_dtype), transition.to(transition_dtype)
+    exact = LinearChainCRF(unary.double(), transition.double())
+    crf = LinearChainCRF(unary.requires_grad_(), transition.requires_grad_())
+    assert crf.marginals.dtype == crf.log_partition.dtype == crf.entropy.dtype == result_dtype
+    tolerance = 1e-6 if torch.float64 in (unary_dtype, transition_dtype) else 1e-2
+    torch.testing.assert_close(crf.marginals.double(), exact.marginals, atol=tolerance, rtol=0)
+    grads = torch.autograd.grad(crf.log_partition.sum(), (unary, transition))
+    assert [g.dtype for g in grads] == [unary_dtype, transition_dtype]
+
+
+def test_autocast_with_bfloat16_unary_and_float32_transition():
+    """What a Linear layer gives under ``torch.autocast``: results in float32."""
+    unary, transition = make_inputs(2, 6, 3, "shared", seed=31, dtype=torch.float32)
+    exact = LinearChainCRF(unary.bfloat16().double(), transition.double())
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        crf = LinearChainCRF(unary.bfloat16(), transition.requires_grad_())
+        results = crf.marginals, crf.edge_marginals, crf.log_partition, crf.entropy
+    assert all(r.dtype == torch.float32 for r in results)
+    torch.testing.assert_close(crf.marginals.double(), exact.marginals, atol=1e-5, rtol=0)
+    torch.testing.assert_close(crf.entropy.double(), exact.entropy, atol=1e-5, rtol=1e-5)
+    (grad,) = torch.autograd.grad(crf.marginals[..., 0].sum(), transition)
+    assert grad.dtype == torch.float32 and torch.isfinite(grad).all()

@@ -79,6 +79,26 @@ def check_indices(
     return values.to(device=device, dtype=torch.long)
 
 
+def precision(scores: Tensor, *others: Tensor) -> tuple[torch.dtype, torch.dtype]:
+    """``(compute dtype, result dtype)`` of a distribution over ``scores`` and ``others``.
+
+    Computation is in float64 if any of the tensors is float64, otherwise in float32 (half
+    precision is widened). Results take the dtype of ``scores``, except under ``torch.autocast``
+    on their device, where they keep the compute dtype (as autocast treats ``logsumexp`` and
+    ``softmax``); see :func:`full_precision`.
+    """
+    tensors = (scores, *others)
+    compute = torch.float64 if any(t.dtype == torch.float64 for t in tensors) else torch.float32
+    if torch.is_autocast_enabled(scores.device.type):
+        return compute, compute
+    return compute, scores.dtype
+
+
+def full_precision(device: torch.device) -> contextlib.AbstractContextManager:
+    """Autocast off on ``device``: the inference runs in the dtype :func:`precision` chose."""
+    return torch.autocast(device.type, enabled=False)
+
+
 def tracks_grad(*tensors: Tensor) -> bool:
     """Whether results computed now from ``tensors`` should carry an autograd graph."""
     return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)

@@ -38,8 +38,10 @@ from ._common import (
     check_indices,
     check_lengths,
     check_scores,
+    full_precision,
     local_autograd,
     max_reduce,
+    precision,
     tracks_grad,
     very_negative,
 )
@@ -89,6 +91,13 @@ class DependencyCRF:
         multiroot: if True the root may have several children; if False exactly one word is
             attached to the root.
 
+    Precision: everything is computed in float64 for float64 ``arc_scores`` and in float32
+    otherwise (float16 and bfloat16 inputs are widened), with autocast disabled. Floating-point
+    results (``log_partition``, ``marginals``, ``log_prob``) are returned in the dtype of
+    ``arc_scores``, except when the distribution is built under ``torch.autocast`` on the
+    scores' device: then they keep the compute dtype (float32, or float64 for a float64 input),
+    like autocast's ``logsumexp`` and ``softmax``. Gradients reach ``arc_scores`` in its dtype.
+
     Results are computed on first access and cached; they are differentiable w.r.t.
     ``arc_scores`` when it requires grad and grad mode is on at that time (marginals via
     ``create_graph=True``), and plain tensors otherwise, also under ``torch.no_grad()``.
@@ -112,29 +121,28 @@ class DependencyCRF:
         self.lengths = check_lengths(lengths, batch, size - 1, owner, arc_scores.device)
         self.multiroot = bool(multiroot)
         self.batch_size, self.num_words = batch, size - 1
+        self._dtype, self._result_dtype = precision(arc_scores)
 
     @cached_property
     def log_partition(self) -> Tensor:
         """``[B]`` log of the sum of ``exp(score(tree))`` over all trees of each sentence."""
-        if "_inference" in self.__dict__:
-            return self._inference[0]
-        return self._log_partition_of(self.arc_scores, LOG)
+        return self._log_partition.to(self._result_dtype)
 
-    @property
+    @cached_property
     def marginals(self) -> Tensor:
         """``[B, N+1, N+1]`` arc probabilities ``P(head(m) = h)`` at ``[b, h, m]``.
 
         Column ``m`` sums to 1 for the words ``m = 1..N_b``; non-arc entries are exactly 0.
         """
-        return self._inference[1]
+        return self._inference[1].to(self._result_dtype)
 
     @cached_property
     def argmax(self) -> Tensor:
         """``[B, N+1]`` long: head of each word in the highest-scoring tree, 0 in the root slot
         and at padding. Always one valid projective tree (single-rooted if ``multiroot`` is
         False); ties are broken deterministically."""
-        with local_autograd():
-            arcs = as_grad_input(self.arc_scores, track=False)
+        with local_autograd(), full_precision(self.arc_scores.device):
+            arcs = as_grad_input(self.arc_scores.to(self._dtype), track=False)
             (tree,) = torch.autograd.grad(self._log_partition_of(arcs, MAX).sum(), arcs)
         return tree.argmax(1)
 
@@ -157,27 +165,35 @@ class DependencyCRF:
         if invalid.any():
             raise ValueError(f"{owner}: each word's head must lie in [0, N_b] and differ from the "
                              "word itself")
-        arcs = torch.where(self._arc_mask, self.arc_scores, 0.0)
-        score = arcs.gather(1, heads[:, None, :]).squeeze(1)
-        return torch.where(words, score, 0.0).sum(-1) - self.log_partition
+        with full_precision(self.arc_scores.device):
+            arcs = torch.where(self._arc_mask, self.arc_scores.to(self._dtype), 0.0)
+            score = arcs.gather(1, heads[:, None, :]).squeeze(1)
+            score = torch.where(words, score, 0.0).sum(-1)
+            return (score - self._log_partition).to(self._result_dtype)
 
     # ------------------------------------------------------------------ internals
 
     @cached_property
+    def _log_partition(self) -> Tensor:
+        """``[B]`` log Z in the compute dtype."""
+        if "_inference" in self.__dict__:
+            return self._inference[0]
+        with full_precision(self.arc_scores.device):
+            return self._log_partition_of(self.arc_scores.to(self._dtype), LOG)
+
+    @cached_property
     def _inference(self) -> tuple[Tensor, Tensor]:
-        """``(log_partition, marginals)``: on CPU with numba installed by the compiled
-        inside-outside of :mod:`._eisner_kernel` (unless a sentence over- or underflows there),
-        otherwise as the gradient of log Z."""
+        """``(log_partition, marginals)`` in the compute dtype: on CPU with numba installed by
+        the compiled inside-outside of :mod:`._eisner_kernel` (unless a sentence over- or
+        underflows there), otherwise as the gradient of log Z."""
         track = tracks_grad(self.arc_scores)
-        if _eisner_kernel.usable(self.arc_scores):
-            with local_autograd():
-                arcs = as_grad_input(self.arc_scores, track)
+        with local_autograd(), full_precision(self.arc_scores.device):
+            arcs = as_grad_input(self.arc_scores.to(self._dtype), track)
+            if _eisner_kernel.usable(arcs):
                 log_z, marginals, ok = _eisner_kernel.TreeInference.apply(
                     arcs, self.lengths, self.multiroot)
-            if bool(ok.all()):
-                return (log_z, marginals) if track else (log_z.detach(), marginals.detach())
-        with local_autograd():
-            arcs = as_grad_input(self.arc_scores, track)
+                if bool(ok.all()):
+                    return (log_z, marginals) if track else (log_z.detach(), marginals.detach())
             log_z = self._log_partition_of(arcs, LOG)
             (marginals,) = torch.autograd.grad(log_z.sum(), arcs, create_graph=track)
         if not track:

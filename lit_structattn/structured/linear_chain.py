@@ -27,8 +27,10 @@ from ._common import (
     check_lengths,
     check_scores,
     describe,
+    full_precision,
     local_autograd,
     max_reduce,
+    precision,
     tracks_grad,
     very_negative,
 )
@@ -59,13 +61,21 @@ class LinearChainCRF:
     into ``unary[:, 0]`` and ``unary[b, L_b - 1]``.
 
     Args:
-        unary: ``[B, T, C]`` label scores per position.
+        unary: ``[B, T, C]`` label scores per position, any floating dtype.
         transition: ``[C, C]`` (shared), ``[B, C, C]`` (per sequence) or ``[B, T-1, C, C]`` (per
             position; entry ``t`` links position ``t`` to ``t + 1``). ``transition[..., i, j]``
-            scores label ``i`` at ``t`` followed by label ``j`` at ``t + 1``. Same dtype as
-            ``unary``.
+            scores label ``i`` at ``t`` followed by label ``j`` at ``t + 1``. Any floating
+            dtype, not necessarily that of ``unary``.
         lengths: ``[B]`` integer chain lengths in ``[1, T]``; ``None`` means all ``T``. Scores at
             positions ``>= L_b`` and on edges ``>= L_b - 1`` are ignored (any finite value).
+
+    Precision: everything is computed in float64 if ``unary`` or ``transition`` is float64,
+    otherwise in float32 (float16 and bfloat16 inputs are widened), with autocast disabled.
+    Floating-point results (``log_partition``, ``marginals``, ``edge_marginals``, ``entropy``,
+    ``log_prob``) are returned in the dtype of ``unary``, except when the distribution is built
+    under ``torch.autocast`` on the scores' device: then they keep the compute dtype (float32,
+    or float64 for a float64 input), like autocast's ``logsumexp`` and ``softmax``. Gradients
+    reach ``unary`` and ``transition`` in their own dtypes.
 
     All results are computed on first access and cached. When the potentials require grad and
     grad mode is on at that time, results are differentiable w.r.t. them (marginals are built
@@ -74,8 +84,7 @@ class LinearChainCRF:
     ``torch.no_grad()``: autograd is enabled locally on detached copies.
 
     Raises:
-        ValueError: wrong ranks or shapes, non-floating or mismatched dtypes, lengths outside
-            ``[1, T]``.
+        ValueError: wrong ranks or shapes, non-floating dtypes, lengths outside ``[1, T]``.
     """
 
     def __init__(self, unary: Tensor, transition: Tensor, lengths: Tensor | None = None) -> None:
@@ -85,26 +94,25 @@ class LinearChainCRF:
         self.transition = _check_transition(transition, unary, owner)
         self.lengths = check_lengths(lengths, batch, steps, owner, unary.device)
         self.batch_size, self.num_steps, self.num_labels = batch, steps, labels
+        self._dtype, self._result_dtype = precision(unary, transition)
 
     # ------------------------------------------------------------------ public results
 
     @cached_property
     def log_partition(self) -> Tensor:
         """``[B]`` log of the sum of ``exp(score(y))`` over all label sequences of length L_b."""
-        if "_inference" in self.__dict__:
-            return self._inference[0]
-        return self._log_partition_of(self.unary, self._expanded(self.transition), logsumexp)
+        return self._log_partition.to(self._result_dtype)
 
-    @property
+    @cached_property
     def marginals(self) -> Tensor:
         """``[B, T, C]`` ``P(y_t = c)``; rows sum to 1 for ``t < L_b``, exactly 0 beyond."""
-        return self._inference[1]
+        return self._inference[1].to(self._result_dtype)
 
-    @property
+    @cached_property
     def edge_marginals(self) -> Tensor:
         """``[B, T-1, C, C]`` ``P(y_t = i, y_{t+1} = j)`` at ``[b, t, i, j]``; exactly 0 on
         padded edges ``t >= L_b - 1``."""
-        return self._inference[2]
+        return self._inference[2].to(self._result_dtype)
 
     @cached_property
     def argmax(self) -> Tensor:
@@ -112,9 +120,8 @@ class LinearChainCRF:
 
         Ties are broken deterministically; the result is never differentiable.
         """
-        with local_autograd():
-            unary = as_grad_input(self.unary, track=False)
-            transition = as_grad_input(self.transition, track=False)
+        with local_autograd(), full_precision(self.unary.device):
+            unary, transition = self._grad_inputs(track=False)
             best = self._log_partition_of(unary, self._expanded(transition), max_reduce)
             (onehot,) = torch.autograd.grad(best.sum(), unary)
         return onehot.argmax(-1)
@@ -122,10 +129,12 @@ class LinearChainCRF:
     @cached_property
     def entropy(self) -> Tensor:
         """``[B]`` entropy ``-sum_y p(y) log p(y)`` in nats, via ``log Z - E[score]``."""
-        unary, transition = self._masked(self.unary, self._expanded(self.transition))
-        expected = (self.marginals * unary).sum((1, 2))
-        expected = expected + (self.edge_marginals * transition).sum((1, 2, 3))
-        return self.log_partition - expected
+        _, node, edge = self._inference
+        with full_precision(self.unary.device):
+            unary, transition = self._masked(self.unary.to(self._dtype),
+                                             self._expanded(self.transition.to(self._dtype)))
+            expected = (node * unary).sum((1, 2)) + (edge * transition).sum((1, 2, 3))
+            return (self._log_partition - expected).to(self._result_dtype)
 
     def log_prob(self, tags: Tensor) -> Tensor:
         """``[B]`` log-probability of the label sequences ``tags`` (``[B, T]`` integer).
@@ -139,38 +148,50 @@ class LinearChainCRF:
         if ((tags < 0) | (tags >= self.num_labels)).any():
             raise ValueError(f"LinearChainCRF: tags must lie in [0, {self.num_labels}) at "
                              "positions within the lengths")
-        unary, transition = self._masked(self.unary, self._expanded(self.transition))
-        score = unary.gather(-1, tags[..., None]).sum((1, 2))
-        pairs = (tags[:, :-1] * self.num_labels + tags[:, 1:])[..., None]
-        score = score + transition.flatten(2).gather(-1, pairs).sum((1, 2))
-        return score - self.log_partition
+        with full_precision(self.unary.device):
+            unary, transition = self._masked(self.unary.to(self._dtype),
+                                             self._expanded(self.transition.to(self._dtype)))
+            score = unary.gather(-1, tags[..., None]).sum((1, 2))
+            pairs = (tags[:, :-1] * self.num_labels + tags[:, 1:])[..., None]
+            score = score + transition.flatten(2).gather(-1, pairs).sum((1, 2))
+            return (score - self._log_partition).to(self._result_dtype)
 
     # ------------------------------------------------------------------ internals
 
     @cached_property
-    def _inference(self) -> tuple[Tensor, Tensor, Tensor]:
-        """``(log_partition, marginals, edge_marginals)``: on CPU with numba installed by the
-        compiled forward-backward of :mod:`._chain_kernel`, otherwise as gradients of log Z."""
-        if _chain_kernel.usable(self.unary):
-            return self._inference_compiled()
-        track = tracks_grad(self.unary, self.transition)
-        with local_autograd():
-            unary = as_grad_input(self.unary, track)
-            transition = self._expanded(as_grad_input(self.transition, track))
-            log_z = self._log_partition_of(unary, transition, logsumexp)
-            node, edge = torch.autograd.grad(log_z.sum(), (unary, transition), create_graph=track,
-                                             materialize_grads=True)  # T = 1: no edges
-        if not track:
-            log_z, node, edge = log_z.detach(), node.detach(), edge.detach()
-        return log_z, node, edge
+    def _log_partition(self) -> Tensor:
+        """``[B]`` log Z in the compute dtype."""
+        if "_inference" in self.__dict__:
+            return self._inference[0]
+        with full_precision(self.unary.device):
+            return self._log_partition_of(self.unary.to(self._dtype),
+                                          self._expanded(self.transition.to(self._dtype)),
+                                          logsumexp)
 
-    def _inference_compiled(self) -> tuple[Tensor, Tensor, Tensor]:
+    @cached_property
+    def _inference(self) -> tuple[Tensor, Tensor, Tensor]:
+        """``(log_partition, marginals, edge_marginals)`` in the compute dtype: on CPU with
+        numba installed by the compiled forward-backward of :mod:`._chain_kernel`, otherwise as
+        gradients of log Z."""
         track = tracks_grad(self.unary, self.transition)
-        with local_autograd():
-            unary = as_grad_input(self.unary, track)
-            transition = self._expanded(as_grad_input(self.transition, track))
-            results = _chain_kernel.ChainInference.apply(unary, transition, self.lengths)
+        with local_autograd(), full_precision(self.unary.device):
+            unary, transition = self._grad_inputs(track)
+            transition = self._expanded(transition)
+            if _chain_kernel.usable(unary):
+                results = _chain_kernel.ChainInference.apply(unary, transition, self.lengths)
+            else:
+                log_z = self._log_partition_of(unary, transition, logsumexp)
+                node, edge = torch.autograd.grad(log_z.sum(), (unary, transition),
+                                                 create_graph=track,
+                                                 materialize_grads=True)  # T = 1: no edges
+                results = log_z, node, edge
         return results if track else tuple(r.detach() for r in results)
+
+    def _grad_inputs(self, track: bool) -> tuple[Tensor, Tensor]:
+        """The unary and (unexpanded) transition scores in the compute dtype, ready for
+        ``torch.autograd.grad`` (see :func:`as_grad_input`; call inside ``local_autograd``)."""
+        return (as_grad_input(self.unary.to(self._dtype), track),
+                as_grad_input(self.transition.to(self._dtype), track))
 
     @property
     def _node_mask(self) -> Tensor:
@@ -260,9 +281,5 @@ def _check_transition(transition: object, unary: Tensor, owner: str) -> Tensor:
             f"{owner}: transition must have shape [C, C], [B, C, C] or [B, T-1, C, C] = "
             f"{' or '.join(str(list(s)) for s in allowed)} for unary of shape "
             f"{list(unary.shape)}, got {list(transition.shape)}"
-        )
-    if transition.dtype != unary.dtype:
-        raise ValueError(
-            f"{owner}: transition has dtype {transition.dtype} but unary has {unary.dtype}"
         )
     return transition
