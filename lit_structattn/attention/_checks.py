@@ -1,8 +1,12 @@
-"""Input checks and dtype handling shared by the attention transforms.
+"""Input checks, non-finite scores and dtype handling shared by the attention transforms.
 
 Every transform works on the last dimension; the public wrappers move ``dim`` there, check
 the inputs once, and run the computation in float32 when given half precision (or under
 autocast), because sorting, cumulative sums and log-sum-exp lose too much in 16 bits.
+
+Non-finite scores at valid positions: ``-inf`` is a masked position (exactly 0 weight and 0
+gradient; a constrained row must then be feasible on its finite positions); ``NaN`` or
+``+inf`` makes the whole row NaN, as ``torch.softmax`` does, so that bad input is never hidden.
 """
 
 from __future__ import annotations
@@ -114,17 +118,44 @@ def run_transform(
         raise ValueError(
             f"{name}: dim={dim} is out of range for scores of shape {list(scores.shape)}"
         )
+    if scores.shape[dim] == 0:
+        raise ValueError(f"{name}: dimension {dim} of scores (shape {list(scores.shape)}) is "
+                         "empty; there is no distribution over zero positions")
     valid = to_last(mask, dim, scores.shape)
     with float32_compute(scores) as out_dtype:
         dtype = compute_dtype(scores) if upper is None else compute_dtype(scores, upper)
         z = scores.movedim(dim, -1).to(dtype)
+        z, valid, broken = screen_non_finite(z, valid)
         if upper is None:
             out = function.apply(z, valid)
         else:
             u = to_last(upper, dim, scores.shape).to(dtype)
             check_feasible(u, valid, name)
             out = function.apply(z, u, valid)
+        if broken is not None:
+            out = out.masked_fill(broken, torch.nan)
     return out.to(out_dtype).movedim(-1, dim)
+
+
+def screen_non_finite(
+    z: Tensor, valid: Tensor | None
+) -> tuple[Tensor, Tensor | None, Tensor | None]:
+    """``(z, valid, broken)`` with ``-inf`` scores turned into masked positions and the rows
+    that hold a NaN or ``+inf`` at a valid position zeroed and flagged in ``broken [..., 1]``
+    (None when there is none), for the caller to fill with NaN. ``z``, ``valid``: ``[..., L]``.
+
+    The common case (every valid score finite) costs one elementwise test and one reduction.
+    """
+    non_finite = ~torch.isfinite(z)
+    if valid is not None:
+        non_finite = non_finite & valid
+    if not bool(non_finite.any()):
+        return z, valid, None
+    negative = non_finite & (z == -torch.inf)
+    valid = ~negative if valid is None else valid & ~negative
+    broken = (non_finite & ~negative).any(-1, keepdim=True)
+    z = z.masked_fill(non_finite, 0.0)
+    return z, valid, broken if bool(broken.any()) else None
 
 
 def _describe(x: object) -> str:

@@ -8,6 +8,9 @@ mass ``1 - s`` in proportion to ``exp(z_i)``. The clamped set is found by the au
 rows where that takes more than a few passes, by sorting on ``r_i = z_i - log u_i``: the
 clamped set is a prefix of that order, every prefix size k is tried at once with cumulative
 sums in log space, and the first k whose next coordinate is not violated is the solution.
+The sort runs in float64, so that the leftover mass ``1 - s`` of tight bounds keeps its digits.
+The output is ``u`` on the clamped set and ``exp(z - tau)`` elsewhere, so that a clamped
+coordinate is exactly at its bound whatever the rounding of tau.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from ._checks import run_transform
-from ._threshold import center, first_true, solve_threshold
+from . import _threshold
+from ._threshold import center, first_true
 
 
 def _exclusive_cumsum(x: Tensor) -> Tensor:
@@ -26,46 +30,56 @@ def _exclusive_cumsum(x: Tensor) -> Tensor:
 
 
 def _log_leftover(clamped_mass: Tensor) -> Tensor:
-    """``log(1 - s)``, finite even where rounding makes ``s >= 1``."""
+    """``log(1 - s)``, finite even where rounding makes ``s >= 1`` (the free coordinates then
+    share a mass below the floating-point resolution)."""
     return (1 - clamped_mass).clamp_min(torch.finfo(clamped_mass.dtype).tiny).log()
 
 
-def csoftmax_threshold_iterative(z: Tensor, u: Tensor, max_iter: int) -> tuple[Tensor, Tensor]:
-    """tau ``[..., 1]`` by clamping violators until none is left, and whether that converged.
+def csoftmax_threshold_iterative(z: Tensor, u: Tensor, max_iter: int
+                                 ) -> tuple[Tensor, Tensor, Tensor]:
+    """``(tau [..., 1], clamped [..., L] float 0/1, converged [..., 1] bool)`` by clamping
+    violators until none is left.
 
     ``z``: ``[..., L]`` finite centered scores (maximum 0); ``u``: bounds ``>= 0`` (0 at masked
     positions). With ``e = exp(z)``, ``Z`` the free mass and ``s`` the clamped mass, the free
     coordinates get ``e_i (1 - s) / Z``, so a violator is ``e_i (1 - s) > u_i Z``: no logarithm
     inside the loop, and float 0/1 indicators rather than bool tensors (much faster on CPU).
-    A row whose free mass underflows is left unconverged (it goes to the log-space sort).
+    The decisions and ``log Z`` are exact only while ``Z`` is far above the subnormal range
+    (``Z >= tiny / eps``: the free coordinates that underflow then carry a negligible share);
+    a row whose free mass is smaller (its free scores lie some 87 nats, in float32, below the
+    clamped ones) is left unconverged, for the log-space sort.
     """
     e = z.exp()
     clamped = (u <= 0).to(z.dtype)  # 1 = clamped at its bound
     size = clamped.sum(-1, keepdim=True)
     free_mass = clamped_mass = torch.zeros_like(size)
     converged = torch.zeros_like(size, dtype=torch.bool)
+    finfo = torch.finfo(z.dtype)
     for _ in range(max_iter):
         free_mass = (e * (1 - clamped)).sum(-1, keepdim=True)  # not a difference: no cancellation
         clamped_mass = (u * clamped).sum(-1, keepdim=True)
         violation = torch.relu(e * (1 - clamped_mass) - u * free_mass).sign()
         clamped = torch.maximum(clamped, violation)
         new_size = clamped.sum(-1, keepdim=True)
-        converged = (new_size == size) & (free_mass > 0)
+        converged = (new_size == size) & (free_mass >= finfo.tiny / finfo.eps)
         if bool(converged.all()):
             break
         size = new_size
-    tau = free_mass.clamp_min(torch.finfo(z.dtype).tiny).log() - _log_leftover(clamped_mass)
-    return tau, converged
+    tau = free_mass.clamp_min(finfo.tiny).log() - _log_leftover(clamped_mass)
+    return tau, clamped, converged
 
 
-def csoftmax_threshold(z: Tensor, u: Tensor) -> Tensor:
-    """The log-threshold tau with ``sum_i min(u_i, exp(z_i - tau)) = 1``, by sorting.
+def csoftmax_threshold(z: Tensor, u: Tensor) -> tuple[Tensor, Tensor]:
+    """``(tau [..., 1], clamped [..., L] float 0/1)`` with
+    ``sum_i where(clamped, u_i, exp(z_i - tau)) = 1``, by sorting, in log space.
+
+    The clamped set is a prefix of the order of decreasing ``r_i = z_i - log u_i``; every prefix
+    size k is tried at once with cumulative sums (``logcumsumexp`` for the free mass, exact at
+    any gap), and the first k whose next coordinate is not violated is the solution.
 
     Args:
         z: ``[..., L]`` finite centered scores;
         u: ``[..., L]`` upper bounds ``>= 0`` (0 at masked positions).
-    Returns:
-        ``[..., 1]`` tau.
     """
     ratio = z - u.log()  # +inf where u = 0: such coordinates sort first and are clamped at 0
     order = ratio.argsort(dim=-1, descending=True)
@@ -75,7 +89,29 @@ def csoftmax_threshold(z: Tensor, u: Tensor) -> Tensor:
     free_log_mass = z_sorted.flip(-1).logcumsumexp(-1).flip(-1)  # log sum_{j >= k} exp(z_j)
     tau = free_log_mass - _log_leftover(clamped_mass)  # threshold if the first k are clamped
     first_free = first_true(ratio_sorted <= tau, default=z.shape[-1] - 1)
-    return tau.gather(-1, first_free)
+    prefix = (torch.arange(z.shape[-1], device=z.device) < first_free).to(z.dtype)
+    return tau.gather(-1, first_free), torch.zeros_like(z).scatter(-1, order, prefix)
+
+
+def _clip(z: Tensor, u: Tensor, tau: Tensor, clamped: Tensor) -> Tensor:
+    """``a [..., L]``: ``u`` on the clamped set, ``min(u, exp(z - tau))`` elsewhere (so that
+    ``a <= u`` holds exactly whatever the rounding of tau)."""
+    return torch.where(clamped > 0, u, torch.exp(z - tau).minimum(u))
+
+
+def solve_csoftmax(z: Tensor, u: Tensor) -> tuple[Tensor, Tensor]:
+    """``(a [..., L], clamped [..., L] float 0/1)`` of csoftmax for centered ``z`` and bounds
+    ``u`` (0 where invalid): the violator loop for at most :data:`_threshold.MAX_ITER` passes,
+    then, for the rows it has not solved, the log-space sort, in float64 down to the output."""
+    tau, clamped, converged = csoftmax_threshold_iterative(z, u, max_iter=_threshold.MAX_ITER)
+    a = _clip(z, u, tau, clamped)
+    pending = ~converged.squeeze(-1)
+    if bool(pending.any()):
+        z64, u64 = z[pending].double(), u[pending].double()
+        exact_tau, exact_clamped = csoftmax_threshold(z64, u64)
+        a[pending] = _clip(z64, u64, exact_tau, exact_clamped).to(z.dtype)
+        clamped[pending] = exact_clamped.to(z.dtype)
+    return a, clamped
 
 
 class CsoftmaxFunction(torch.autograd.Function):
@@ -90,10 +126,8 @@ class CsoftmaxFunction(torch.autograd.Function):
         if valid is not None:
             u = u.masked_fill(~valid, 0)
             z = z.masked_fill(~valid, 0)
-        tau = solve_threshold(csoftmax_threshold_iterative, csoftmax_threshold, z, u)
-        unclamped = torch.exp(z - tau)
-        free = unclamped < u
-        a = torch.where(free, unclamped, u)
+        a, clamped = solve_csoftmax(z, u)
+        free = clamped == 0
         ctx.save_for_backward(a, free, valid)
         return a
 

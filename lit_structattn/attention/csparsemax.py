@@ -62,13 +62,16 @@ def fix_variables(
     slack = z - u  # a coordinate is above its bound where slack > tau
     tau = torch.zeros_like(remaining)
     converged = torch.zeros_like(remaining, dtype=torch.bool)
-    tolerance = 4 * torch.finfo(z.dtype).eps
+    eps = torch.finfo(z.dtype).eps
     for _ in range(max_iter):
         count = unfixed.sum(-1, keepdim=True)
         tau = ((z * unfixed).sum(-1, keepdim=True) - remaining) / count.clamp_min(1)
         below = torch.relu(tau - z) * unfixed  # how far under 0
         above = torch.relu(slack - tau) * unfixed  # how far over u
         deficit, excess = below.sum(-1, keepdim=True), above.sum(-1, keepdim=True)
+        # The rounding of the two sums and of tau, relative to their own size: at any score
+        # scale, a difference within it is no evidence for either side.
+        tolerance = 4 * eps * (deficit + excess + count * (tau.abs() + 1) + remaining.abs())
         converged = (count > 0) & ((deficit - excess).abs() <= tolerance)
         if bool(converged.all()):
             break
@@ -203,6 +206,34 @@ def solve_csparsemax_threshold(z: Tensor, u: Tensor, valid: Tensor | None) -> Te
     return sort_pending(tau, converged, csparsemax_threshold, z, u, unfixed > 0, remaining)
 
 
+def _clip(
+    z: Tensor, u: Tensor, tau: Tensor, valid: Tensor | None
+) -> tuple[Tensor, Tensor, Tensor]:
+    """``(a, free, at_bound)``, each ``[..., L]``: ``a = clip(z - tau, 0, u)`` and the float 0/1
+    indicators of ``0 < a < u`` and of ``a = u < z - tau`` (both 0 at masked positions). Float
+    0/1 sets are faster than bool ones on CPU."""
+    shifted = z - tau
+    at_bound = torch.relu(shifted - u).sign()
+    free = torch.relu(shifted).sign() * (1 - at_bound)
+    if valid is not None:
+        at_bound, free = at_bound * valid, free * valid
+    return torch.minimum(torch.relu(shifted), u), free, at_bound
+
+
+def _uncertified(a: Tensor, free: Tensor, valid: Tensor | None) -> Tensor:
+    """``[...]`` bool: the non-empty rows of ``a [..., L]`` whose mass misses 1 by more than the
+    rounding of a sum of free coordinates (``16 eps (|free| + 1)``).
+
+    The fast solvers are exact up to rounding, but their decisions compare sums of scores, which
+    at scales of 1e3 and more nearly cancel; this check catches a wrong decision wherever it
+    happened, and a row whose only free coordinate sits at its bound (bounds summing to exactly
+    1) but carries the rounding of a large tau.
+    """
+    eps = torch.finfo(a.dtype).eps
+    missed = (a.sum(-1) - 1).abs() > 16 * eps * (free.sum(-1) + 1)
+    return missed if valid is None else missed & valid.any(-1)
+
+
 class CsparsemaxFunction(torch.autograd.Function):
     """csparsemax over the last dimension with the closed-form backward of Malaviya et al.:
     ``dz_j = 1[j in A] (g_j - m)``, ``du_j = 1[j in A_R] (g_j - m)``, ``m = mean_{j in A} g_j``,
@@ -214,14 +245,14 @@ class CsparsemaxFunction(torch.autograd.Function):
         z, u = center(z, valid), u.clamp_min(0)
         if valid is not None:
             z, u = z.masked_fill(~valid, 0), u * valid
-        tau = solve_csparsemax_threshold(z, u, valid)
-        shifted = z - tau
-        a = torch.minimum(torch.relu(shifted), u)  # 0 at masked positions, where u = 0
-        # Float 0/1 sets (faster than bool on CPU); at masked positions both are 0 as u = 0.
-        at_bound = torch.relu(shifted - u).sign()
-        free = torch.relu(shifted).sign() * (1 - at_bound)
-        if valid is not None:
-            at_bound, free = at_bound * valid, free * valid
+        a, free, at_bound = _clip(z, u, solve_csparsemax_threshold(z, u, valid), valid)
+        uncertified = _uncertified(a, free, valid)
+        if bool(uncertified.any()):  # solve those rows again, exactly, in float64
+            rows = (z[uncertified].double(), u[uncertified].double())
+            row_valid = None if valid is None else valid[uncertified]
+            exact = _clip(*rows, csparsemax_threshold(*rows, row_valid), row_valid)
+            for out, value in zip((a, free, at_bound), exact, strict=True):
+                out[uncertified] = value.to(z.dtype)
         ctx.save_for_backward(free, at_bound)
         return a
 
