@@ -33,8 +33,11 @@ class BiLSTMEncoder(nn.Module):
 
     def run(self, inputs: Tensor, lengths: Tensor) -> tuple[Tensor, tuple[Tensor, Tensor]]:
         """States ``[B, T, 2H]`` and the top layer's final ``(h, c)``, each ``[B, 2H]``: the
-        forward direction after the last word next to the backward one after the first."""
+        forward direction after the last word next to the backward one after the first; all in
+        the dtype of ``inputs``. (Under CPU autocast the LSTM of a packed batch returns bfloat16
+        when all its lengths are equal and float32 otherwise: the cast keeps one dtype.)"""
         packed = pack_padded_sequence(inputs, lengths.cpu(), batch_first=True, enforce_sorted=False)
         states, (h, c) = self.lstm(packed)
         states, _ = pad_packed_sequence(states, batch_first=True, total_length=inputs.shape[1])
-        return states, (torch.cat([h[-2], h[-1]], -1), torch.cat([c[-2], c[-1]], -1))
+        final = (torch.cat([h[-2], h[-1]], -1), torch.cat([c[-2], c[-1]], -1))
+        return states.to(inputs.dtype), tuple(t.to(inputs.dtype) for t in final)

@@ -15,15 +15,21 @@ from tests.test_babi_data import STORY, write_task
 CONFIGS = Path(__file__).resolve().parent.parent / "configs" / "babi"
 
 
-def test_binary_crf_fit_and_test(tmp_path):
+def tiny(tmp_path: Path, row: str, *extra: str) -> list[str]:
+    """Arguments of a tiny run of a row on generated task-2 stories in ``tmp_path / "data"``,
+    logging to ``tmp_path / "run"``."""
     data = write_task(tmp_path / "data", train=STORY * 6)
-    args = ["--config", str(CONFIGS / "base.yaml"), "--config",
-            str(CONFIGS / "rows" / "binary_crf.yaml"),
+    return ["--config", str(CONFIGS / "base.yaml"), "--config",
+            str(CONFIGS / "rows" / f"{row}.yaml"),
             "--data.init_args.data_dir", str(data), "--data.init_args.task", "2",
-            "--data.init_args.batch_size", "4", "--trainer.max_epochs", "2",
-            "--model.init_args.linear_start_epochs", "1",
+            "--data.init_args.batch_size", "4",
             "--trainer.default_root_dir", str(tmp_path / "run"),
-            "--trainer.enable_progress_bar", "false"]
+            "--trainer.enable_progress_bar", "false", *extra]
+
+
+def test_binary_crf_fit_and_test(tmp_path):
+    args = tiny(tmp_path, "binary_crf", "--trainer.max_epochs", "2",
+                "--model.init_args.linear_start_epochs", "1")
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
         cli = build_cli(args, run=False)

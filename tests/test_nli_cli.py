@@ -18,18 +18,23 @@ ROOT = Path(__file__).resolve().parent.parent
 NLI = ROOT / "configs" / "nli"
 
 
-def test_fit_then_test_structured(tmp_path):
+def tiny(tmp_path: Path, row: str, *extra: str) -> list[str]:
+    """Arguments of a tiny run of an SNLI row on a generated SNLI folder in ``tmp_path``,
+    logging to ``tmp_path / "run"``."""
     (tmp_path / "snli").mkdir()
-    data = snli_folder(tmp_path / "snli")
-    args = [
+    return [
         "--config", str(NLI / "base.yaml"), "--config", str(NLI / "snli.yaml"),
-        "--config", str(NLI / "rows" / "structured.yaml"),
+        "--config", str(NLI / "rows" / f"{row}.yaml"),
         "--trainer.default_root_dir", str(tmp_path / "run"), "--trainer.max_epochs", "1",
-        "--trainer.enable_progress_bar", "false", "--data.init_args.data_dir", str(data),
-        "--data.init_args.batch_size", "8", "--model.init_args.embed_dim", "8",
-        "--model.init_args.hidden_dim", "8", "--model.init_args.parser_embed_dim", "6",
-        "--model.init_args.parser_dim", "4",
+        "--trainer.enable_progress_bar", "false",
+        "--data.init_args.data_dir", str(snli_folder(tmp_path / "snli")),
+        "--model.init_args.embed_dim", "8", "--model.init_args.hidden_dim", "8",
+        "--model.init_args.parser_embed_dim", "6", "--model.init_args.parser_dim", "4", *extra,
     ]
+
+
+def test_fit_then_test_structured(tmp_path):
+    args = tiny(tmp_path, "structured", "--data.init_args.batch_size", "8")
     cli = build_cli(args, run=False)  # what `structattn fit` / `test --ckpt_path best` run
     cli.trainer.fit(cli.model, datamodule=cli.datamodule)
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -63,17 +68,8 @@ def test_supervised_rows_reuse_the_cached_parser(tmp_path, monkeypatch):
     path = parser_path(1, 6, 4, 0)
     path.parent.mkdir(parents=True)
     torch.save(record, path)  # found in the cache: no training on EWT
-    (tmp_path / "snli").mkdir()
-    args = [
-        "--config", str(NLI / "base.yaml"), "--config", str(NLI / "snli.yaml"),
-        "--config", str(NLI / "rows" / "pretrained_structured.yaml"),
-        "--trainer.default_root_dir", str(tmp_path / "run"), "--trainer.max_epochs", "1",
-        "--trainer.enable_progress_bar", "false", "--trainer.logger", "false",
-        "--trainer.callbacks", "null", "--trainer.enable_checkpointing", "false",
-        "--data.init_args.data_dir", str(snli_folder(tmp_path / "snli")),
-        "--model.init_args.embed_dim", "8", "--model.init_args.hidden_dim", "8",
-        "--model.init_args.parser_embed_dim", "6", "--model.init_args.parser_dim", "4",
-    ]
+    args = tiny(tmp_path, "pretrained_structured", "--trainer.logger", "false",
+                "--trainer.callbacks", "null", "--trainer.enable_checkpointing", "false")
     cli = build_cli(args, run=False)
     cli.trainer.fit(cli.model, datamodule=cli.datamodule)
     model = cli.model.model

@@ -376,7 +376,8 @@ class Seq2Seq(nn.Module):
         H]``, :meth:`memory_share`)."""
         own = nn.functional.linear(queries, self._combine_columns()[1])  # U_h h_t [B, T, H]
         projected = shares + own[:, :, None]
-        return self.generator(self.dropout(torch.tanh(projected))).log_softmax(-1)
+        logits = self.generator(self.dropout(torch.tanh(projected)))
+        return logits.float().log_softmax(-1)  # float32 under autocast: the loss sums these
 
     @staticmethod
     def _shares_at(shares: Tensor, positions: Tensor, rows: Tensor | None = None) -> Tensor:
@@ -538,7 +539,7 @@ class Seq2Seq(nn.Module):
             logits, state, weights = self.decode_step(tokens, state, source)
             tokens = logits.argmax(-1)
             outputs[active, step] = tokens
-            attention[active, step] = weights
+            attention[active, step] = weights.to(attention.dtype)  # bf16 under autocast
             steps = step + 1
             going = tokens != self.eos_id
             if not bool(going.all()):
@@ -572,8 +573,10 @@ class Seq2Seq(nn.Module):
         source = self.encode(src, src_lengths, fertility)
         batch, length = src.shape
         device = src.device
-        final = Beams(src.new_zeros(batch, beam, max_len), source.memory.new_zeros(batch, beam),
-                      source.memory.new_zeros(batch, beam),
+        # float32 log-probabilities and lengths (as ``scores`` and ``lengths`` below), the
+        # coverage in the dtype of the memory (as ``coverage``)
+        final = Beams(src.new_zeros(batch, beam, max_len), torch.zeros(batch, beam, device=device),
+                      torch.zeros(batch, beam, device=device),
                       source.memory.new_ones(batch, beam, length))
         active = torch.arange(batch, device=device)  # the sentences still searching
         source = source.select(active.repeat_interleave(beam))
@@ -589,6 +592,7 @@ class Seq2Seq(nn.Module):
         history = src.new_zeros(batch * beam, 0)
         for step in range(max_len):
             logits, state, weights = self.decode_step(tokens, state, source)
+            logits = logits.float()  # bf16 under autocast: the beams sum float32 log-probs
             coverage = coverage + weights * (~finished)[:, None]
             # The best continuations of each hypothesis are among its own top-``beam``
             # tokens, so rank those [n, beam * beam] instead of all [n, beam * V]: a shift of

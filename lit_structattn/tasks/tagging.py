@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import torch
+from lightning.pytorch.plugins.precision import MixedPrecision
 
 from ..choices import check_choice
 from ..figures import Raindrop
@@ -209,13 +210,18 @@ class TaggingTask(Task):
         return figures
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
-        return adagrad(self.parameters(), self.hparams.lr, self.device)
+        mixed = self._trainer is not None and isinstance(self.trainer.precision_plugin,
+                                                         MixedPrecision)
+        return adagrad(self.parameters(), self.hparams.lr, self.device, mixed_precision=mixed)
 
 
-def adagrad(parameters: Iterable[torch.nn.Parameter], lr: float,
-            device: torch.device) -> torch.optim.Adagrad:
+def adagrad(parameters: Iterable[torch.nn.Parameter], lr: float, device: torch.device,
+            mixed_precision: bool = False) -> torch.optim.Adagrad:
     """The taggers' optimizer: Adagrad, fused on CPU (one pass over each parameter instead of
     four; the embedding tables hold nearly all the parameters, and the unfused update took a
     quarter of an NER training step). Same update up to rounding; other devices use the
-    default implementation."""
-    return torch.optim.Adagrad(parameters, lr=lr, fused=device.type == "cpu")
+    default implementation, and so does ``mixed_precision`` training (``bf16-mixed``,
+    ``16-mixed``): Lightning refuses to clip the gradients of a fused optimizer there, since a
+    fused step unscales the gradients itself, after the clipping."""
+    return torch.optim.Adagrad(parameters, lr=lr,
+                               fused=device.type == "cpu" and not mixed_precision)
