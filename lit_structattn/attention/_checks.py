@@ -18,7 +18,6 @@ import torch
 from torch import Tensor
 
 
-
 def check_scores(scores: Tensor, name: str) -> None:
     """Raise ``ValueError`` unless ``scores`` is a floating tensor with at least one dimension."""
     if not isinstance(scores, Tensor) or not scores.is_floating_point():

@@ -19,8 +19,8 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from . import _compiled, _threshold
 from ._checks import run_transform
-from . import _threshold
 from ._threshold import center, first_true
 
 
@@ -126,7 +126,8 @@ class CsoftmaxFunction(torch.autograd.Function):
         if valid is not None:
             u = u.masked_fill(~valid, 0)
             z = z.masked_fill(~valid, 0)
-        a, clamped = solve_csoftmax(z, u)
+        solve = _compiled.solve_csoftmax if _compiled.usable(z) else solve_csoftmax
+        a, clamped = solve(z, u)
         free = clamped == 0
         ctx.save_for_backward(a, free, valid)
         return a

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from . import _threshold
+from . import _compiled, _threshold
 from ._checks import run_transform
 from ._threshold import center, first_true, sort_pending
 
@@ -245,7 +245,10 @@ class CsparsemaxFunction(torch.autograd.Function):
         z, u = center(z, valid), u.clamp_min(0)
         if valid is not None:
             z, u = z.masked_fill(~valid, 0), u * valid
-        a, free, at_bound = _clip(z, u, solve_csparsemax_threshold(z, u, valid), valid)
+        if _compiled.usable(z):
+            a, free, at_bound = _compiled.solve_csparsemax(z, u, valid)
+        else:
+            a, free, at_bound = _clip(z, u, solve_csparsemax_threshold(z, u, valid), valid)
         uncertified = _uncertified(a, free, valid)
         if bool(uncertified.any()):  # solve those rows again, exactly, in float64
             rows = (z[uncertified].double(), u[uncertified].double())

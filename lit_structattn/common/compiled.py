@@ -1,0 +1,45 @@
+"""Switch and thread control for the compiled CPU kernels (numba) of the attention transforms
+and the CRFs.
+
+The kernels run on CPU when numba is installed, unless the environment sets
+``STRUCTATTN_COMPILED=0``; elsewhere (other devices, dtypes, or switched off) the torch
+implementations run, with the same results.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+from collections.abc import Iterator
+
+import torch
+
+
+def available() -> bool:
+    """Whether numba is installed and the compiled kernels are not switched off
+    (``STRUCTATTN_COMPILED=0``)."""
+    return os.environ.get("STRUCTATTN_COMPILED", "1") != "0" and \
+        importlib.util.find_spec("numba") is not None
+
+
+@contextlib.contextmanager
+def kernel_threads(threads: int | None = None) -> Iterator[int]:
+    """Run the kernels of the block on as many threads as torch uses (``torch.set_num_threads``,
+    OMP_NUM_THREADS), or on ``threads``; yields the number chosen.
+
+    Backward functions pass the number their forward chose: numba's OpenMP threading layer
+    shares torch's OpenMP runtime and, when it starts, sets the thread count to all cores, so
+    torch's own count is restored here and is not read again in the backward. Oversubscribed
+    threads run 10x slower on a machine busy with other runs.
+    """
+    import numba
+
+    wanted = torch.get_num_threads() if threads is None else threads
+    chosen = max(1, min(wanted, numba.config.NUMBA_NUM_THREADS))
+    try:
+        numba.set_num_threads(chosen)
+        yield chosen
+    finally:
+        if torch.get_num_threads() != wanted:
+            torch.set_num_threads(wanted)
