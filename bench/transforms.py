@@ -1,17 +1,21 @@
 """Benchmark: forward+backward time of the attention transforms against their peers.
 
-Ours: sparsemax, csoftmax, csparsemax. Peers: ``entmax.sparsemax`` (sort-based, the sparse
-transform a user would otherwise pick) and ``torch.softmax`` (the floor). Same inputs, one run,
-2 threads, best of k interleaved rounds after warm-up; prints ratios and writes
-``reports/bench_transforms.md``.
+Ours: sparsemax, csoftmax, csparsemax (on CPU with the compiled solvers a user gets by default,
+and with the torch solvers that every other device runs). Peers: ``entmax.sparsemax``
+(sort-based, the sparse transform a user would otherwise pick) and ``torch.softmax`` (the
+floor). Same inputs, one run, 2 threads, best of k interleaved rounds after warm-up; prints
+ratios and writes ``reports/bench_transforms.md`` (``reports/bench_transforms_<device>.md`` for
+another device).
 
-    python -m bench.transforms [--repeats 30]
+    python -m bench.transforms [--repeats 30] [--device cuda]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
+from collections.abc import Iterator
 from pathlib import Path
 
 import entmax
@@ -19,7 +23,7 @@ import torch
 
 from bench.timing import best_times, markdown_table, write_report
 from lit_structattn.allocator import steady_allocator
-from lit_structattn.attention import csoftmax, csparsemax, sparsemax
+from lit_structattn.attention import _compiled, csoftmax, csparsemax, sparsemax
 
 SIZES = [(512, 64), (64, 1024)]
 REPORT = Path(__file__).resolve().parent.parent / "reports" / "bench_transforms.md"
@@ -30,6 +34,25 @@ REGIMES = {
     "fertility": "upper = 2 - cumulative attention of 3 earlier softmax steps, clamped at 0 "
     "(as in constrained NMT decoding with fertility 2)",
 }
+
+
+@contextlib.contextmanager
+def torch_solvers() -> Iterator[None]:
+    """The torch solvers of csoftmax/csparsemax inside the block, also on CPU."""
+    usable = _compiled.usable
+    _compiled.usable = lambda z: False
+    try:
+        yield
+    finally:
+        _compiled.usable = usable
+
+
+def with_torch_solvers(transform):
+    def run(z, u):
+        with torch_solvers():
+            return transform(z, u)
+
+    return run
 
 
 def make_inputs(
@@ -53,22 +76,30 @@ def fwd_bwd(transform, scores: torch.Tensor, weights: torch.Tensor):
     def step() -> None:
         z = scores.detach().requires_grad_()
         (transform(z) * weights).sum().backward()
+        if z.is_cuda:
+            torch.cuda.synchronize(z.device)
 
     return step
 
 
-def run(repeats: int) -> list[dict[str, float]]:
+CONSTRAINED = {"csoftmax": csoftmax, "csparsemax": csparsemax}
+
+
+def run(repeats: int, device: str) -> list[dict[str, float]]:
     results = []
     for (rows, length), regime in itertools.product(SIZES, REGIMES):
-        scores, upper = make_inputs(rows, length, regime)
+        scores, upper = (t.to(device) for t in make_inputs(rows, length, regime))
         weights = torch.randn_like(scores)
         candidates = {
             "torch.softmax": lambda z: torch.softmax(z, -1),
             "entmax.sparsemax": lambda z: entmax.sparsemax(z, -1),
             "sparsemax": lambda z: sparsemax(z),
-            "csoftmax": lambda z, u=upper: csoftmax(z, u),
-            "csparsemax": lambda z, u=upper: csparsemax(z, u),
         }
+        for name, transform in CONSTRAINED.items():
+            candidates[name] = lambda z, f=transform, u=upper: f(z, u)
+            if device == "cpu" and _compiled.available():
+                torch_version = with_torch_solvers(transform)
+                candidates[f"{name} (torch solver)"] = lambda z, f=torch_version, u=upper: f(z, u)
         torch.testing.assert_close(sparsemax(scores), entmax.sparsemax(scores, -1))
         steps = {name: fwd_bwd(fn, scores, weights) for name, fn in candidates.items()}
         times = best_times(steps, repeats)
@@ -80,7 +111,8 @@ def render(results: list[dict[str, float]]) -> str:
     header = ["size", "bounds", "transform", "time (us)", "/ entmax.sparsemax", "/ torch.softmax"]
     rows = []
     for r in results:
-        for name in ("sparsemax", "csoftmax", "csparsemax", "entmax.sparsemax"):
+        names = [n for n in r if n not in ("size", "bounds", "torch.softmax", "entmax.sparsemax")]
+        for name in [*names, "entmax.sparsemax"]:
             rows.append([
                 r["size"], r["bounds"], name, f"{r[name] * 1e6:.0f}",
                 f"{r[name] / r['entmax.sparsemax']:.2f}x", f"{r[name] / r['torch.softmax']:.1f}x",
@@ -92,23 +124,30 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--no-report", action="store_true", help="print only")
+    parser.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:1, ...")
     args = parser.parse_args()
     torch.set_num_threads(2)
     allocator = steady_allocator()
-    table = render(run(args.repeats))
+    table = render(run(args.repeats, args.device))
+    device_name = torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") \
+        else "cpu"
     print(table)
     if not args.no_report:
         regimes = "\n".join(f"- `{name}`: {text}" for name, text in REGIMES.items())
         body = (
-            "Forward + backward of each transform on float32 inputs, scores ~ N(0, 2), best of "
-            f"{args.repeats} interleaved rounds after warm-up, all in one run. {allocator} "
-            f"Upper-bound regimes:\n\n{regimes}"
-            "\n\n(sparsemax, entmax.sparsemax and torch.softmax ignore the bounds.) Targets: "
-            "sparsemax <= 1.0x entmax.sparsemax; csoftmax and csparsemax <= 1.5x "
-            "entmax.sparsemax.\n\n" + table
+            f"Forward + backward of each transform on float32 inputs on `{device_name}`, "
+            f"scores ~ N(0, 2), best of {args.repeats} interleaved rounds after warm-up, all in "
+            f"one run. {allocator} Upper-bound regimes:\n\n{regimes}"
+            "\n\n(sparsemax, entmax.sparsemax and torch.softmax ignore the bounds.) On CPU, "
+            "csoftmax and csparsemax run their compiled float64 solvers (the default when numba "
+            "is installed); the `(torch solver)` rows are the solvers every other device runs "
+            "(`STRUCTATTN_COMPILED=0` on CPU). Targets: sparsemax <= 0.5x entmax.sparsemax; "
+            "csoftmax <= 1.0x and csparsemax <= 1.2x entmax.sparsemax.\n\n" + table
         )
-        write_report(REPORT, "Attention transforms: speed against peers",
-                     "python -m bench.transforms", body)
+        report = REPORT if args.device == "cpu" else \
+            REPORT.with_name(f"bench_transforms_{args.device.replace(':', '')}.md")
+        write_report(report, "Attention transforms: speed against peers",
+                     f"python -m bench.transforms --device {args.device}", body)
 
 
 if __name__ == "__main__":

@@ -9,9 +9,10 @@ dtype:
 * csparsemax: variable fixing (Kiwiel 2008) over an index list that shrinks in place; each
   pass either certifies tau (the mass added at the lower bounds equals, to rounding, the mass
   removed at the upper ones) or fixes at least one coordinate, so it ends in at most L passes.
-* csoftmax: the clamp-the-violators loop of Martins & Kreutzer with the weights ``exp(z - m)``
-  computed once; if the free mass falls below the float64 range (free scores some 700 nats
-  under the clamped ones) the weights are recomputed from the largest free score.
+* csoftmax: the clamp-the-violators loop of Martins & Kreutzer on the weights ``exp(z)`` (z
+  centered; computed by torch, vectorized); if the free mass falls below 1e-30 (the free scores
+  lie some 70 nats under the largest one, where float32 weights lose digits or underflow) the
+  weights are recomputed in float64 from the largest free score.
 
 Used on CPU for float32/float64 inputs when numba is installed, unless the environment sets
 ``STRUCTATTN_COMPILED=0`` (:mod:`lit_structattn.common.compiled`); elsewhere the torch solvers
@@ -103,34 +104,28 @@ def _kernels():
                         free[r, j] = 1.0
 
     @numba.njit(cache=True, parallel=True)
-    def csoftmax_rows(z_in, u_in, a, clamped):  # pragma: no cover - compiled
+    def csoftmax_rows(z_in, u_in, e_in, a, clamped):  # pragma: no cover - compiled
         rows, length = z_in.shape
         for r in numba.prange(rows):
-            z, u = _row64(z_in, r), _row64(u_in, r)
-            weight = np.zeros(length)  # exp(z - top) of the free coordinates
+            z, u, weight = _row64(z_in, r), _row64(u_in, r), _row64(e_in, r)
             is_clamped = np.zeros(length, np.bool_)
             n_free = 0
             for j in range(length):
                 is_clamped[j] = not u[j] > 0
                 n_free += not is_clamped[j]
             clamped_mass, free_mass, leftover = 0.0, 0.0, 1.0
-            stale = True
             while n_free > 0:
-                if stale:  # weights relative to the largest free score: no underflow
-                    top = -np.inf
-                    for j in range(length):
-                        if not is_clamped[j]:
-                            top = max(top, z[j])
-                    for j in range(length):
-                        if not is_clamped[j]:
-                            weight[j] = math.exp(z[j] - top)
-                    stale = False
                 free_mass = 0.0
                 for j in range(length):
                     if not is_clamped[j]:
                         free_mass += weight[j]
-                if free_mass < 1e-280:  # the free scores lie ~700 nats below the old top
-                    stale = True
+                if free_mass < 1e-30:  # the free scores lie far below the largest score:
+                    top = -np.inf  # weights relative to the largest free one instead
+                    for j in range(length):
+                        if not is_clamped[j]:
+                            top = max(top, z[j])
+                    for j in range(length):
+                        weight[j] = math.exp(z[j] - top) if not is_clamped[j] else 0.0
                     continue
                 leftover = 1.0 - clamped_mass
                 if leftover <= 0:
@@ -178,5 +173,5 @@ def solve_csoftmax(z: Tensor, u: Tensor) -> tuple[Tensor, Tensor]:
     zr, ur = _rows(z), _rows(u)
     a, clamped = np.zeros_like(zr), np.zeros_like(zr)
     with kernel_threads():
-        kernel(zr, ur, a, clamped)
+        kernel(zr, ur, _rows(z.exp()), a, clamped)
     return torch.from_numpy(a).reshape(z.shape), torch.from_numpy(clamped).reshape(z.shape)
