@@ -231,3 +231,26 @@ def test_sparsemax_is_exact_at_every_scale():
             z = torch.tensor(rng.normal(size=shape) * scale, dtype=torch.float32)
             check_exact("sparsemax", z, None, None)
     assert sparsemax(torch.tensor([1e4, 1e4 - 0.5, -1e4])).tolist() == [0.75, 0.25, 0.0]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("name", ["sparsemax", "csoftmax", "csparsemax"])
+def test_exact_on_cuda(name, dtype):
+    """The torch solvers on a GPU, at every scale, and under CUDA autocast."""
+    transform = get_transform(name)
+    rng = np.random.default_rng(5)
+    for scale in SCALES:
+        for shape in SHAPES:
+            z = torch.tensor(rng.normal(size=shape) * scale).to(dtype)
+            u = torch.tensor(make_bounds(rng, shape, "random")).to(dtype)
+            upper = u.cuda() if transform.constrained else None
+            out = transform(z.cuda(), upper=upper).cpu()
+            assert out.dtype == dtype
+            expected = transform(z, upper=u if transform.constrained else None)
+            eps = torch.finfo(dtype).eps
+            torch.testing.assert_close(out, expected, atol=max(eps, 1e-5), rtol=eps)
+    with torch.autocast("cuda", dtype=dtype if dtype != torch.float32 else torch.float16):
+        scores = torch.randn(64, 30, device="cuda")
+        upper = torch.ones(64, 30, device="cuda") if transform.constrained else None
+        assert transform(scores, upper=upper).dtype == torch.float32
