@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 
 import pytest
 import torch
@@ -15,6 +16,8 @@ from lit_structattn.structured import _eisner_kernel
 from lit_structattn.structured.dependency import DependencyCRF
 
 ROOTS = [True, False]
+SCALES = [1.0, 10.0, 100.0, 1e3, 1e4]
+EPS32 = torch.finfo(torch.float32).eps
 
 
 @pytest.fixture(params=["compiled", "autograd"], autouse=True)
@@ -81,7 +84,7 @@ def brute_force(arcs: torch.Tensor, lengths: torch.Tensor, multiroot: bool):
             marginals[torch.tensor(tree), modifiers] += p
         best = torch.zeros(size, dtype=torch.long)
         best[1 : words + 1] = torch.tensor(trees[int(scores.argmax())])
-        log_probs = {t: float(s - log_z) for t, s in zip(trees, scores, strict=True)}
+        log_probs = dict(zip(trees, (scores - log_z).tolist(), strict=True))
         results.append(dict(log_z=log_z, marginals=marginals, best=best, log_probs=log_probs))
     return results
 
@@ -261,39 +264,155 @@ def test_invalid_heads():
         crf.log_prob(torch.zeros(2, 3, dtype=torch.long))
 
 
-def test_sentences_beyond_the_kernels_range_fall_back_exactly(monkeypatch):
-    """One arc 2000 nats above all others: every tree weighs exp(-2000 * k) relative to it, so
-    the kernel's probability-space chart underflows; the log-space pass answers instead."""
-    arcs = torch.full((1, 6, 6), -1000.0, dtype=torch.float64)
-    arcs[0, 0, 3] = 1000.0
-    arcs = arcs + random_arcs(1, 5, seed=11)
-    lengths = torch.tensor([5])
+# ---------------------------------------------------------------------- precision (issue 28)
+
+
+def gapped_arcs(batch, words, scale, seed):
+    """float64 arc scores ``scale * k + noise`` (integer ``k`` in [-2, 2], standard normal
+    noise): gaps of multiples of ``scale`` between groups of trees (beyond the range of ``exp``
+    from scale 1e3 on, even in float64) and O(1) differences within the best group."""
+    generator = torch.Generator().manual_seed(seed)
+    shape = (batch, words + 1, words + 1)
+    integers = torch.randint(-2, 3, shape, generator=generator, dtype=torch.float64)
+    return integers * scale + torch.randn(shape, generator=generator, dtype=torch.float64)
+
+
+def float32_tolerance(algorithm, scale, words):
+    """Absolute tolerance of float32 marginals and gradients against float64 ones: the compiled
+    kernel (and its log-space fallback) works in float64; the torch inside pass adds scores in
+    float32, each addition rounding by ``eps * scale``, which moves log-probabilities by up to
+    ``eps * scale * words`` (the scores' own float32 spacing is ``eps * scale``)."""
+    return 1e-6 if algorithm == "compiled" else 1e-6 + EPS32 * scale * words
+
+
+def crf_results(arcs, lengths, multiroot):
+    crf = DependencyCRF(arcs, lengths, multiroot=multiroot)
+    return crf.log_partition, crf.marginals
+
+
+def brute_force_results(arcs, lengths, multiroot):
+    expected = brute_force(arcs, lengths, multiroot)
+    return tuple(torch.stack([e[name] for e in expected]) for name in ("log_z", "marginals"))
+
+
+def with_gradients(arcs, lengths, multiroot, results_of, weights_dtype=torch.float64):
+    """``(results, gradient)``: log Z and marginals from ``results_of`` (:func:`crf_results` or
+    the float64 :func:`brute_force_results`) and the gradient w.r.t. ``arcs`` of a weighted sum
+    of both, the weights rounded to ``weights_dtype`` (autograd rounds the gradient of a
+    half-precision result to half precision: the reference must see the same weights)."""
+    arcs = arcs.detach().clone().requires_grad_()
+    results = results_of(arcs, lengths, multiroot)
+    generator = torch.Generator().manual_seed(0)
+    loss = sum((r.double() * torch.randn(r.shape, generator=generator, dtype=torch.float64)
+                .to(weights_dtype).double()).sum() for r in results)
+    (grad,) = torch.autograd.grad(loss, arcs)
+    return results, grad
+
+
+def assert_best_tree(crf, expected, tolerance):
+    """``crf.argmax`` scores within ``tolerance`` of the best tree (float32 rounding can swap
+    near-ties)."""
+    for b, e in enumerate(expected):
+        words = len(next(iter(e["log_probs"])))
+        heads = tuple(crf.argmax[b, 1 : words + 1].tolist())
+        assert e["log_probs"][heads] >= max(e["log_probs"].values()) - tolerance
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_nan_and_infinite_scores_are_not_hidden(bad):
+    """A NaN or +inf arc score within a sentence makes its marginals NaN, not 0."""
+    arcs = random_arcs(2, 4, seed=23)
+    arcs[0, 1, 2] = bad
+    marginals = DependencyCRF(arcs).marginals
+    assert marginals[0].isnan().any() and torch.isfinite(marginals[1]).all()
+
+
+@pytest.mark.parametrize("multiroot", ROOTS)
+@pytest.mark.parametrize("scale", SCALES)
+def test_float32_at_every_score_scale(algorithm, multiroot, scale):
+    """float32 log Z, marginals, argmax and gradients against the float64 brute force, with score
+    gaps up to 1e4 (the compiled kernel hands the sentences it cannot scale to its float64
+    log-space fallback, row by row)."""
+    words = 4
+    arcs = gapped_arcs(4, words, scale, seed=int(math.log10(scale))).float()
+    lengths = torch.tensor([4, 3, 1, 2])
+    got, got_grad = with_gradients(arcs, lengths, multiroot, crf_results)
+    expected, expected_grad = with_gradients(arcs.double(), lengths, multiroot,
+                                             brute_force_results)
+    tolerance = float32_tolerance(algorithm, scale, words)
+    for ours, exact in zip((*got, got_grad), (*expected, expected_grad), strict=True):
+        assert ours.dtype == torch.float32 and torch.isfinite(ours).all()
+        torch.testing.assert_close(ours.double(), exact, atol=tolerance, rtol=1e-5)
+    assert_best_tree(DependencyCRF(arcs, lengths, multiroot=multiroot),
+                     brute_force(arcs.double(), lengths, multiroot), EPS32 * scale * words)
+
+
+def test_sentences_beyond_the_kernels_range_fall_back_exactly():
+    """Words 1 and 2 prefer each other as heads by 2000 nats, which no tree allows: every tree
+    weighs at most exp(-2000) against the per-word best heads, beyond the kernel's probability
+    space. That sentence is solved in log space (float64), its neighbour by the kernel."""
+    arcs = random_arcs(2, 5, seed=11)
+    arcs[0] -= 1000.0
+    arcs[0, 1, 2] = arcs[0, 2, 1] = 1000.0
+    lengths = torch.tensor([5, 4])
     _, _, _, ok = _eisner_kernel.run(arcs, None, lengths, True)
-    assert not ok.any() or not _eisner_kernel.available()
-    source = arcs.clone().requires_grad_()
-    crf = DependencyCRF(source, lengths)
-    (crf.marginals * arcs.sin()).sum().backward()
-    monkeypatch.setattr(_eisner_kernel, "usable", lambda scores: False)
-    reference_source = arcs.clone().requires_grad_()
-    reference = DependencyCRF(reference_source, lengths)
-    (reference.marginals * arcs.sin()).sum().backward()
-    torch.testing.assert_close(crf.marginals, reference.marginals)
-    torch.testing.assert_close(source.grad, reference_source.grad)
+    assert ok.tolist() == [False, True] or not _eisner_kernel.available()
+    got, got_grad = with_gradients(arcs, lengths, True, crf_results)
+    expected, expected_grad = with_gradients(arcs, lengths, True, brute_force_results)
+    for ours, exact in zip((*got, got_grad), (*expected, expected_grad), strict=True):
+        torch.testing.assert_close(ours, exact)
 
 
-def test_autocast_and_half_precision():
-    """bfloat16 scores are computed in float32: returned in bfloat16 outside autocast, in
-    float32 under it; gradients reach the scores in their dtype."""
-    arcs = random_arcs(2, 6, seed=12, dtype=torch.float32, scale=2.0).bfloat16()
-    exact = DependencyCRF(arcs.double())
-    plain = DependencyCRF(arcs)
-    assert plain.marginals.dtype == plain.log_partition.dtype == torch.bfloat16
-    torch.testing.assert_close(plain.marginals.double(), exact.marginals, atol=4e-3, rtol=0)
+@pytest.mark.parametrize("multiroot", ROOTS)
+def test_minus_infinity_forbids_arcs(algorithm, multiroot):
+    """``-inf`` arcs (only word 1 may attach to the root; no arc 3 -> 4): probability exactly 0,
+    finite gradients, an argmax that avoids them."""
+    arcs = random_arcs(3, 5, seed=13, scale=3.0)
+    arcs[:, 0, 2:] = -math.inf
+    arcs[:, 3, 4] = -math.inf
+    lengths = torch.tensor([5, 4, 1])
+    got, got_grad = with_gradients(arcs.float(), lengths, multiroot, crf_results)
+    expected, expected_grad = with_gradients(arcs, lengths, multiroot, brute_force_results)
+    tolerance = float32_tolerance(algorithm, 3.0, 5)
+    for ours, exact in zip((*got, got_grad), (*expected, expected_grad), strict=True):
+        assert torch.isfinite(ours).all()
+        torch.testing.assert_close(ours.double(), exact, atol=tolerance, rtol=1e-5)
+    marginals = got[1]
+    assert torch.all(marginals[:, 0, 2:] == 0) and torch.all(marginals[:, 3, 4] == 0)
+    heads = DependencyCRF(arcs.float(), lengths, multiroot=multiroot).argmax
+    words = (torch.arange(6) >= 2) & (torch.arange(6) <= lengths[:, None])
+    assert torch.all(heads[words] != 0) and heads[0, 4] != 3 and heads[1, 4] != 3
+
+
+@pytest.mark.parametrize("dtype,scale", [(torch.bfloat16, 1.0), (torch.bfloat16, 1e4),
+                                         (torch.float16, 1.0), (torch.float16, 1e3)])
+def test_half_precision_is_computed_in_float32(algorithm, dtype, scale):
+    """Half-precision arc scores give half-precision log Z, head marginals and gradients that
+    match float64 (on the same half-precision values) up to the rounding of the outputs."""
+    words = 5
+    arcs = gapped_arcs(3, words, scale, seed=17).to(dtype)
+    lengths = torch.tensor([5, 3, 1])
+    got, got_grad = with_gradients(arcs, lengths, True, crf_results, dtype)
+    expected, expected_grad = with_gradients(arcs.double(), lengths, True, crf_results, dtype)
+    tolerance = dict(atol=float32_tolerance(algorithm, scale, words), rtol=torch.finfo(dtype).eps)
+    for ours, exact in zip((*got, got_grad), (*expected, expected_grad), strict=True):
+        assert ours.dtype == dtype
+        torch.testing.assert_close(ours.double(), exact, **tolerance)
+    assert_best_tree(DependencyCRF(arcs, lengths), brute_force(arcs.double(), lengths, True),
+                     EPS32 * scale * words)
+
+
+def test_autocast_gives_float32(algorithm):
+    """Under ``torch.autocast`` bfloat16 arc scores (as a Linear layer gives) are computed and
+    returned in float32; the gradient reaches the scores in bfloat16."""
+    arcs = random_arcs(2, 6, seed=19, dtype=torch.float32, scale=2.0).bfloat16()
     source = arcs.clone().requires_grad_()
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        crf = DependencyCRF(source)
-        marginals = crf.marginals
-    assert marginals.dtype == crf.log_partition.dtype == torch.float32
-    torch.testing.assert_close(marginals.double(), exact.marginals, atol=1e-5, rtol=0)
-    (grad,) = torch.autograd.grad((marginals * exact.marginals.float()).sum(), source)
+        crf = DependencyCRF(source, torch.tensor([6, 4]))
+        results = crf.log_partition, crf.marginals
+    exact = crf_results(arcs.double(), torch.tensor([6, 4]), True)
+    for ours, reference in zip(results, exact, strict=True):
+        assert ours.dtype == torch.float32
+        torch.testing.assert_close(ours.double(), reference, atol=1e-5, rtol=1e-5)
+    (grad,) = torch.autograd.grad(sum(r.sum() for r in results), source)
     assert grad.dtype == torch.bfloat16 and torch.isfinite(grad).all()

@@ -6,6 +6,7 @@ products and the time loop (forced with ``_SCAN_MAX_WORK``)."""
 from __future__ import annotations
 
 import itertools
+import math
 
 import pytest
 import torch
@@ -14,6 +15,8 @@ from lit_structattn.structured import _chain_kernel, linear_chain
 from lit_structattn.structured.linear_chain import LinearChainCRF
 
 SHAPES = ["shared", "batch", "position"]
+SCALES = [1.0, 10.0, 100.0, 1e3, 1e4]
+EPS32 = torch.finfo(torch.float32).eps
 
 
 @pytest.fixture(params=["compiled", "tree", "loop"], autouse=True)
@@ -74,8 +77,8 @@ def brute_force(unary, transition, lengths):
                 edge[t, seq[t], seq[t + 1]] += p
         best = torch.zeros(steps, dtype=torch.long)
         best[:length] = torch.tensor(sequences[int(scores.argmax())])
-        entropy = -(probs * (scores - log_z)).sum()
-        table = {seq: float(s - log_z) for seq, s in zip(sequences, scores, strict=True)}
+        entropy = -(probs * torch.where(probs > 0, scores - log_z, 0.0)).sum()  # -inf scores
+        table = dict(zip(sequences, (scores - log_z).tolist(), strict=True))
         results.append(dict(log_z=log_z, node=node, edge=edge, best=best, entropy=entropy,
                             log_prob=lambda seq, table=table, n=length: table[tuple(seq[:n])]))
     return results
@@ -302,15 +305,179 @@ def test_mixed_dtypes(unary_dtype, transition_dtype, result_dtype):
     assert [g.dtype for g in grads] == [unary_dtype, transition_dtype]
 
 
-def test_autocast_with_bfloat16_unary_and_float32_transition():
-    """What a Linear layer gives under ``torch.autocast``: results in float32."""
-    unary, transition = make_inputs(2, 6, 3, "shared", seed=31, dtype=torch.float32)
-    exact = LinearChainCRF(unary.bfloat16().double(), transition.double())
+# ---------------------------------------------------------------------- precision (issue 28)
+
+
+def gapped_inputs(batch, steps, labels, scale, seed):
+    """float64 scores ``scale * k + noise`` (integer ``k`` in [-2, 2], standard normal noise,
+    per-position transitions): gaps of multiples of ``scale`` between groups of sequences
+    (beyond the range of ``exp`` from scale 1e3 on, even in float64) and O(1) differences within
+    the best group, so that the probabilities stay far from 0/1 at every scale."""
+    generator = torch.Generator().manual_seed(seed)
+
+    def draw(*shape):
+        integers = torch.randint(-2, 3, shape, generator=generator, dtype=torch.float64)
+        return integers * scale + torch.randn(shape, generator=generator, dtype=torch.float64)
+
+    return draw(batch, steps, labels), draw(batch, steps - 1, labels, labels)
+
+
+def float32_tolerance(algorithm, scale, steps):
+    """Absolute tolerance of probabilities (and entropies, gradients) computed in float32 against
+    float64 ones. The compiled kernel works in float64 and rounds only its outputs. The torch
+    algorithms add scores in float32: each addition of scores of size ``scale`` rounds by
+    ``eps * scale``, which moves the log-probabilities by up to ``eps * scale * steps`` -- no
+    float32 algorithm that adds the scores does better (the scores' own float32 spacing is
+    ``eps * scale``)."""
+    return 1e-6 if algorithm == "compiled" else 1e-6 + EPS32 * scale * steps
+
+
+def with_gradients(unary, transition, lengths, results_of, weights_dtype=torch.float64):
+    """``(results, gradients)``: log Z, marginals, edge marginals and entropy, and the gradient
+    w.r.t. ``(unary, transition)`` of a weighted sum of them all. ``results_of`` is
+    :func:`crf_results` or :func:`brute_force_results` (the float64 reference). The weights
+    are rounded to ``weights_dtype``: autograd rounds the gradient of a half-precision result
+    to half precision, so the reference must see the same (exactly representable) weights."""
+    unary = unary.detach().clone().requires_grad_()
+    transition = transition.detach().clone().requires_grad_()
+    results = results_of(unary, transition, lengths)
+    generator = torch.Generator().manual_seed(0)
+    loss = sum((r.double() * torch.randn(r.shape, generator=generator, dtype=torch.float64)
+                .to(weights_dtype).double()).sum() for r in results)
+    return results, torch.autograd.grad(loss, (unary, transition))
+
+
+def crf_results(unary, transition, lengths):
+    crf = LinearChainCRF(unary, transition, lengths)
+    return crf.log_partition, crf.marginals, crf.edge_marginals, crf.entropy
+
+
+def brute_force_results(unary, transition, lengths):
+    expected = brute_force(unary, transition, lengths)
+    return tuple(torch.stack([e[name] for e in expected])
+                 for name in ("log_z", "node", "edge", "entropy"))
+
+
+def assert_best_sequence(crf, expected, tolerance):
+    """``crf.argmax`` scores within ``tolerance`` of the best sequence (float32 rounding can
+    swap near-ties)."""
+    for b, e in enumerate(expected):
+        assert e["log_prob"](crf.argmax[b].tolist()) >= e["log_prob"](e["best"].tolist()) \
+            - tolerance
+
+
+def test_score_gaps_beyond_the_exp_range_regression():
+    """Issue 28: the compiled kernel rescaled each step without log alpha, so all weights
+    underflowed to 0/0 here (NaN); the sequence (1, 0) scores 200, the others 0 or less."""
+    crf = LinearChainCRF(torch.tensor([[[0.0, -800.0], [0.0, 0.0]]]),
+                         torch.tensor([[0.0, 0.0], [1000.0, 0.0]]))
+    torch.testing.assert_close(crf.marginals, torch.tensor([[[0.0, 1.0], [1.0, 0.0]]]))
+    torch.testing.assert_close(crf.log_partition, torch.tensor([200.0]))
+    assert crf.argmax.tolist() == [[1, 0]]
+
+
+def test_entropy_with_forbidden_transitions_regression():
+    """Issue 28: ``log Z - E[score]`` gave ``0 * -inf = NaN``. Label 1 never follows label 0:
+    4 of the 8 sequences of length 3 remain, equally likely."""
+    crf = LinearChainCRF(torch.zeros(1, 3, 2), torch.tensor([[0.0, -math.inf], [0.0, 0.0]]))
+    torch.testing.assert_close(crf.entropy, torch.tensor([math.log(4.0)]))
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_nan_and_infinite_scores_are_not_hidden(bad):
+    """A NaN or +inf score within a chain makes that chain's results NaN, not 0."""
+    unary, transition = make_inputs(2, 4, 3, "shared", seed=47)
+    unary[0, 2, 1] = bad
+    crf = LinearChainCRF(unary, transition)
+    for result in (crf.marginals, crf.edge_marginals, crf.entropy):
+        assert result[0].isnan().all() and torch.isfinite(result[1]).all()
+
+
+@pytest.mark.parametrize("scale", SCALES)
+def test_float32_at_every_score_scale(algorithm, scale):
+    """float32 log Z, marginals, edge marginals, entropy, argmax and gradients against the float64
+    brute force, with score gaps up to 1e4 (2e4 per unary or transition)."""
+    steps = 5
+    unary, transition = gapped_inputs(4, steps, 3, scale, seed=int(math.log10(scale)))
+    unary, transition = unary.float().double(), transition.float().double()  # same values
+    lengths = torch.tensor([5, 3, 1, 4])
+    got, got_grads = with_gradients(unary.float(), transition.float(), lengths, crf_results)
+    expected, expected_grads = with_gradients(unary, transition, lengths, brute_force_results)
+    tolerance = float32_tolerance(algorithm, scale, steps)
+    for name, ours, exact in zip(("log Z", "marginals", "edge marginals", "entropy"), got,
+                                 expected, strict=True):
+        assert ours.dtype == torch.float32
+        torch.testing.assert_close(ours.double(), exact, atol=tolerance, rtol=1e-5, msg=name)
+    for ours, exact in zip(got_grads, expected_grads, strict=True):
+        assert torch.isfinite(ours).all()
+        torch.testing.assert_close(ours.double(), exact, atol=tolerance, rtol=1e-5)
+    crf = LinearChainCRF(unary.float(), transition.float(), lengths)
+    assert_best_sequence(crf, brute_force(unary, transition, lengths), EPS32 * scale * steps)
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e4])
+def test_minus_infinity_forbids_transitions(algorithm, scale):
+    """``-inf`` transitions (no label twice in a row, never 0 -> 2) and a ``-inf`` unary score:
+    probability exactly 0, finite entropy and gradients, an argmax that avoids them."""
+    unary, transition = make_inputs(3, 5, 3, "batch", seed=37, scale=scale)
+    transition[:, [0, 1, 2], [0, 1, 2]] = -math.inf
+    transition[:, 0, 2] = -math.inf
+    unary[0, 2, 1] = -math.inf
+    lengths = torch.tensor([5, 2, 1])
+    got, got_grads = with_gradients(unary.float(), transition.float(), lengths, crf_results)
+    expected, expected_grads = with_gradients(unary, transition, lengths, brute_force_results)
+    tolerance = float32_tolerance(algorithm, scale, 5)
+    for ours, exact in zip(got, expected, strict=True):
+        torch.testing.assert_close(ours.double(), exact, atol=tolerance, rtol=1e-5)
+    edges = got[2]
+    assert torch.all(edges[..., [0, 1, 2], [0, 1, 2]] == 0) and torch.all(edges[..., 0, 2] == 0)
+    assert torch.all(got[1][0, 2, 1] == 0)
+    for ours, exact in zip(got_grads, expected_grads, strict=True):
+        assert torch.isfinite(ours).all()
+        torch.testing.assert_close(ours.double(), exact, atol=tolerance, rtol=1e-5)
+    best = LinearChainCRF(unary.float(), transition.float(), lengths).argmax
+    assert torch.isfinite(LinearChainCRF(unary, transition, lengths).log_prob(best)).all()
+
+
+@pytest.mark.parametrize("dtype,scale", [(torch.bfloat16, 1.0), (torch.bfloat16, 1e4),
+                                         (torch.float16, 1.0), (torch.float16, 1e3)])
+def test_half_precision_is_computed_in_float32(algorithm, dtype, scale):
+    """Half-precision scores give half-precision results and gradients that match float64
+    (on the same half-precision values) up to the rounding of the outputs."""
+    steps = 5
+    unary, transition = gapped_inputs(4, steps, 3, scale, seed=41)
+    unary, transition = unary.to(dtype), transition.to(dtype)
+    lengths = torch.tensor([5, 4, 1, 2])
+    got, got_grads = with_gradients(unary, transition, lengths, crf_results, dtype)
+    expected, expected_grads = with_gradients(unary.double(), transition.double(), lengths,
+                                              crf_results, dtype)
+    tolerance = dict(atol=float32_tolerance(algorithm, scale, steps),
+                     rtol=torch.finfo(dtype).eps)
+    for ours, exact in zip((*got, *got_grads), (*expected, *expected_grads), strict=True):
+        assert ours.dtype == dtype
+        torch.testing.assert_close(ours.double(), exact, **tolerance)
+    crf = LinearChainCRF(unary, transition, lengths)
+    assert_best_sequence(crf, brute_force(unary.double(), transition.double(), lengths),
+                         EPS32 * scale * steps)
+
+
+def test_autocast_bfloat16_unary_with_a_float32_transition(algorithm):
+    """Under ``torch.autocast`` a Linear layer gives bfloat16 unary scores while the transition
+    parameter stays float32: results are float32 and match float64, gradients reach both."""
+    generator = torch.Generator().manual_seed(43)
+    features = torch.randn(3, 6, 8, generator=generator)
+    layer = torch.nn.Linear(8, 4)
+    transition = torch.nn.Parameter(torch.randn(4, 4, generator=generator))
+    lengths = torch.tensor([6, 2, 5])
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        crf = LinearChainCRF(unary.bfloat16(), transition.requires_grad_())
-        results = crf.marginals, crf.edge_marginals, crf.log_partition, crf.entropy
-    assert all(r.dtype == torch.float32 for r in results)
-    torch.testing.assert_close(crf.marginals.double(), exact.marginals, atol=1e-5, rtol=0)
-    torch.testing.assert_close(crf.entropy.double(), exact.entropy, atol=1e-5, rtol=1e-5)
-    (grad,) = torch.autograd.grad(crf.marginals[..., 0].sum(), transition)
-    assert grad.dtype == torch.float32 and torch.isfinite(grad).all()
+        unary = layer(features)
+        crf = LinearChainCRF(unary, transition, lengths)
+        results = crf.log_partition, crf.marginals, crf.edge_marginals, crf.entropy
+    assert unary.dtype == torch.bfloat16
+    exact = crf_results(unary.detach().double(), transition.detach().double(), lengths)
+    for ours, reference in zip(results, exact, strict=True):
+        assert ours.dtype == torch.float32
+        torch.testing.assert_close(ours.double(), reference, atol=1e-5, rtol=1e-5)
+    sum(r.sum() for r in results).backward()
+    assert transition.grad.dtype == torch.float32 and torch.isfinite(transition.grad).all()
+    assert torch.isfinite(layer.weight.grad).all()

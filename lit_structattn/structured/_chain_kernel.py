@@ -5,16 +5,23 @@ small problems: a 2-state chain of 50 positions takes some 200 tensor ops forwar
 through the double backward that differentiating the marginals needs. Here one compiled loop
 per chain does the whole forward-backward, and the backward of the marginals is written out.
 
-Forward, per chain of length L (in float64, normalizing the messages at every step):
-``alpha_t`` and ``beta_t`` with ``M_t(i, j) = exp(W_t(i, j) + u_{t+1}(j))``, node marginals
-``mu_t ∝ alpha_t * beta_t``, edge marginals ``xi_t(i, j) ∝ alpha_t(i) M_t(i, j) beta_{t+1}(j)``
-and ``log Z``.
+Forward, per chain of length L, in float64 and in log space, so that it stays exact whatever
+the score gaps (a message rescaled by one factor per step underflows to 0/0 once scores differ
+by more than ~745) and with ``-inf`` scores: ``log alpha_{t+1}(j) = u_{t+1}(j) +
+logsumexp_i(log alpha_t(i) + W_t(i, j))``, ``log beta_t(i) = logsumexp_j(W_t(i, j) + u_{t+1}(j)
++ log beta_{t+1}(j))``, ``log Z = logsumexp(log alpha_{L-1})``, node marginals
+``mu_t = exp(log alpha_t + log beta_t - log Z)`` and edge marginals
+``xi_t(i, j) = exp(log alpha_t(i) + W_t(i, j) + u_{t+1}(j) + log beta_{t+1}(j) - log Z)``, the
+latter as the weights ``exp(log alpha_t(i) + W_t(i, j) - m_t(j))`` of the forward sums (``m_t(j)``
+the largest term of column ``j``) times ``exp(m_t(j) + u_{t+1}(j) + log beta_{t+1}(j) - log Z)``,
+which is at most 1.
 
-Backward: for cotangents ``g`` (nodes), ``h`` (edges) and ``z`` (log Z), let
-``G(y) = sum_t g_t(y_t) + sum_t h_t(y_t, y_{t+1})``. Since the marginals are the mean of the
-sufficient statistics, their vector-Jacobian product is a covariance with G:
-``d u_t(c) = mu_t(c) (E[G | y_t = c] - E[G] + z)`` and
-``d W_t(i, j) = xi_t(i, j) (E[G | y_t = i, y_{t+1} = j] - E[G] + z)``. By the Markov property
+Backward: the cotangent ``z`` of log Z contributes ``z mu`` and ``z xi`` (torch ops on the
+outputs, so log Z is twice differentiable). For cotangents ``g`` (nodes) and ``h`` (edges) of
+the marginals, let ``G(y) = sum_t g_t(y_t) + sum_t h_t(y_t, y_{t+1})``. Since the marginals are
+the mean of the sufficient statistics, their vector-Jacobian product is a covariance with G:
+``d u_t(c) = mu_t(c) (E[G | y_t = c] - E[G])`` and
+``d W_t(i, j) = xi_t(i, j) (E[G | y_t = i, y_{t+1} = j] - E[G])``. By the Markov property
 ``E[G | y_t = c] = g_t(c) + F_t(c) + B_t(c)`` with the expected past ``F`` and future ``B``:
 ``F_{t+1}(j) = sum_i P(y_t = i | y_{t+1} = j) (F_t(i) + g_t(i) + h_t(i, j))`` and
 ``B_t(i) = sum_j P(y_{t+1} = j | y_t = i) (B_{t+1}(j) + g_{t+1}(j) + h_t(i, j))``, where the
@@ -23,28 +30,25 @@ conditionals are ``xi / mu``.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import importlib.util
 import math
-from collections.abc import Iterator
 
 import numpy as np
 import torch
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 
+from ..common.compiled import available, kernel_threads
 
-def available() -> bool:
-    """Whether numba is installed."""
-    return importlib.util.find_spec("numba") is not None
+__all__ = ["ChainInference", "available", "usable"]
 
 
 def usable(scores: Tensor) -> bool:
-    """Whether the compiled kernels take ``scores``: float32/float64 CPU tensors, with numba
-    installed (other devices and dtypes use the torch implementation)."""
-    return (scores.device.type == "cpu" and scores.dtype in (torch.float32, torch.float64)
-            and available())
+    """Whether the compiled kernels serve a distribution over ``scores``: on CPU, with numba
+    installed and the kernels not switched off (see
+    :func:`lit_structattn.common.compiled.available`); other devices use the torch
+    implementation. The kernels take float32 or float64 tensors: the distributions pass their
+    scores in the compute dtype."""
+    return scores.device.type == "cpu" and available()
 
 
 @functools.cache
@@ -56,69 +60,68 @@ def _kernels():
     def forward(unary, transition, lengths, log_z, node, edge):  # pragma: no cover - compiled
         batch, steps, labels = unary.shape
         for b in numba.prange(batch):
-            alpha = np.empty((steps, labels))
-            beta = np.empty((steps, labels))
-            weights = np.empty((max(steps - 1, 1), labels, labels))
             length = lengths[b]
-            top = -np.inf
+            log_alpha = np.empty((steps, labels))
+            log_beta = np.empty((steps, labels))
+            # weights[t, i, j] = exp(log_alpha[t, i] + W[t, i, j] - top[t, j]), top the max over i
+            weights = np.empty((max(steps - 1, 1), labels, labels))
+            top = np.empty((max(steps - 1, 1), labels))
+            column = np.empty(labels)
+            total = np.empty(labels)
             for c in range(labels):
-                top = max(top, unary[b, 0, c])
-            total = 0.0
-            for c in range(labels):
-                alpha[0, c] = math.exp(unary[b, 0, c] - top)
-                total += alpha[0, c]
-            for c in range(labels):
-                alpha[0, c] /= total
-            value = top + math.log(total)
+                log_alpha[0, c] = unary[b, 0, c]
             for t in range(length - 1):
-                top = -np.inf
+                for j in range(labels):
+                    top[t, j] = -np.inf
+                    total[j] = 0.0
                 for i in range(labels):
                     for j in range(labels):
-                        top = max(top, transition[b, t, i, j] + unary[b, t + 1, j])
+                        top[t, j] = max(top[t, j], log_alpha[t, i] + transition[b, t, i, j])
+                for j in range(labels):  # a column of -inf (label j unreachable) stays -inf
+                    column[j] = top[t, j] if top[t, j] > -np.inf else 0.0
                 for i in range(labels):
                     for j in range(labels):
-                        weights[t, i, j] = math.exp(transition[b, t, i, j] + unary[b, t + 1, j]
-                                                    - top)
-                total = 0.0
+                        weight = math.exp(log_alpha[t, i] + transition[b, t, i, j] - column[j])
+                        weights[t, i, j] = weight
+                        total[j] += weight
                 for j in range(labels):
-                    acc = 0.0
-                    for i in range(labels):
-                        acc += alpha[t, i] * weights[t, i, j]
-                    alpha[t + 1, j] = acc
-                    total += acc
-                for j in range(labels):
-                    alpha[t + 1, j] /= total
-                value += top + math.log(total)
+                    log_alpha[t + 1, j] = column[j] + np.log(total[j]) + unary[b, t + 1, j]
+            most = -np.inf
+            for c in range(labels):
+                most = max(most, log_alpha[length - 1, c])
+            acc = 0.0
+            for c in range(labels):
+                acc += math.exp(log_alpha[length - 1, c] - most)
+            value = most + np.log(acc)
             log_z[b] = value
             for c in range(labels):
-                beta[length - 1, c] = 1.0
+                log_beta[length - 1, c] = 0.0
             for t in range(length - 2, -1, -1):
-                total = 0.0
+                for j in range(labels):
+                    total[j] = unary[b, t + 1, j] + log_beta[t + 1, j]
                 for i in range(labels):
+                    most = -np.inf
+                    for j in range(labels):
+                        column[j] = transition[b, t, i, j] + total[j]
+                        most = max(most, column[j])
+                    most = most if most > -np.inf else 0.0  # no successor: log beta = -inf
                     acc = 0.0
                     for j in range(labels):
-                        acc += weights[t, i, j] * beta[t + 1, j]
-                    beta[t, i] = acc
-                    total += acc
-                for i in range(labels):
-                    beta[t, i] /= total
+                        acc += math.exp(column[j] - most)
+                    log_beta[t, i] = most + np.log(acc)
             for t in range(length):
-                total = 0.0
                 for c in range(labels):
-                    total += alpha[t, c] * beta[t, c]
-                for c in range(labels):
-                    node[b, t, c] = alpha[t, c] * beta[t, c] / total
+                    node[b, t, c] = math.exp(log_alpha[t, c] + log_beta[t, c] - value)
             for t in range(length - 1):
-                total = 0.0
+                for j in range(labels):  # 0 for an unreachable label j (top = -inf)
+                    column[j] = math.exp(top[t, j] + unary[b, t + 1, j] + log_beta[t + 1, j]
+                                         - value)
                 for i in range(labels):
                     for j in range(labels):
-                        total += alpha[t, i] * weights[t, i, j] * beta[t + 1, j]
-                for i in range(labels):
-                    for j in range(labels):
-                        edge[b, t, i, j] = alpha[t, i] * weights[t, i, j] * beta[t + 1, j] / total
+                        edge[b, t, i, j] = weights[t, i, j] * column[j]
 
     @numba.njit(cache=True, parallel=True)
-    def backward(node, edge, lengths, g_node, g_edge, g_log_z, d_unary, d_transition):
+    def backward(node, edge, lengths, g_node, g_edge, d_unary, d_transition):
         batch, steps, labels = node.shape  # pragma: no cover - compiled
         for b in numba.prange(batch):
             past = np.empty((steps, labels))
@@ -153,7 +156,7 @@ def _kernels():
                                                        + g_edge[b, t, i, j])
                         acc /= node[b, t, i]
                     future[t, i] = acc
-            shift = g_log_z[b] - mean
+            shift = -mean
             for t in range(length):
                 for c in range(labels):
                     d_unary[b, t, c] = node[b, t, c] * (g_node[b, t, c] + past[t, c]
@@ -168,41 +171,23 @@ def _kernels():
     return forward, backward
 
 
-@contextlib.contextmanager
-def kernel_threads(threads: int | None = None) -> Iterator[int]:
-    """Run the kernels of the block on as many threads as torch uses (``torch.set_num_threads``,
-    OMP_NUM_THREADS), or on ``threads``; yields the number chosen.
-
-    Backward functions pass the number their forward chose: numba's OpenMP threading layer
-    shares torch's OpenMP runtime and, when it starts, sets the thread count to all cores, so
-    torch's own count is restored here and is not read again in the backward. Oversubscribed
-    threads run 10x slower on a machine busy with other runs.
-    """
-    import numba
-
-    wanted = torch.get_num_threads() if threads is None else threads
-    chosen = max(1, min(wanted, numba.config.NUMBA_NUM_THREADS))
-    try:
-        numba.set_num_threads(chosen)
-        yield chosen
-    finally:
-        if torch.get_num_threads() != wanted:
-            torch.set_num_threads(wanted)
-
-
-def _array(t: Tensor | None, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    """A numpy view of ``t`` (strides kept: broadcast transitions are not copied), or zeros of
-    ``shape`` for a missing cotangent."""
+def _array(t: Tensor | None, like: np.ndarray) -> np.ndarray:
+    """A numpy view of the cotangent ``t`` (strides kept: broadcast cotangents are not copied),
+    or zeros like ``like`` for a missing one."""
     if t is None:
-        return np.zeros(shape, dtype=dtype)
+        return np.zeros_like(like)
     return t.detach().numpy()
 
 
 class ChainInference(torch.autograd.Function):
     """``(log_z [B], node marginals [B, T, C], edge marginals [B, T-1, C, C])`` of a batch of
     chains from ``unary [B, T, C]``, ``transition [B, T-1, C, C]`` (CPU, float32 or float64, any
-    strides) and ``lengths [B]``; exactly 0 beyond each length. The kernels accumulate in
-    float64. Differentiable once (the backward is the closed form above)."""
+    strides) and ``lengths [B]``; exactly 0 beyond each length. The kernels work in float64
+    (the forward in log space); results have the dtype of ``unary``.
+
+    Differentiable twice through ``log_z``, whose gradient is the marginals (torch ops on the
+    saved outputs), and once through the marginals (the closed form above, :class:`_Covariance`).
+    """
 
     @staticmethod
     def forward(ctx, unary: Tensor, transition: Tensor, lengths: Tensor):
@@ -218,18 +203,40 @@ class ChainInference(torch.autograd.Function):
         outputs = torch.from_numpy(log_z), torch.from_numpy(node), torch.from_numpy(edge)
         ctx.save_for_backward(*outputs[1:])  # autograd notices if they are changed in place
         ctx.lengths = lengths_np
+        ctx.set_materialize_grads(False)  # no kernel run when only log Z is differentiated
         return outputs
 
     @staticmethod
-    @once_differentiable
-    def backward(ctx, g_log_z: Tensor, g_node: Tensor, g_edge: Tensor):
+    def backward(ctx, g_log_z: Tensor | None, g_node: Tensor | None, g_edge: Tensor | None):
+        node, edge = ctx.saved_tensors
+        d_unary, d_transition = torch.zeros_like(node), torch.zeros_like(edge)
+        if g_node is not None or g_edge is not None:
+            d_unary, d_transition = _Covariance.apply(node, edge, g_node, g_edge, ctx.lengths,
+                                                      ctx.threads)
+        if g_log_z is not None:
+            d_unary = d_unary + g_log_z[:, None, None] * node
+            d_transition = d_transition + g_log_z[:, None, None, None] * edge
+        return d_unary, d_transition, None
+
+
+class _Covariance(torch.autograd.Function):
+    """The vector-Jacobian product of the marginals ``(node, edge)`` for the cotangents
+    ``(g_node, g_edge)`` (either may be None), by the compiled backward kernel; not
+    differentiable."""
+
+    @staticmethod
+    def forward(ctx, node: Tensor, edge: Tensor, g_node: Tensor | None, g_edge: Tensor | None,
+                lengths: np.ndarray, threads: int):
         _, backward_kernel = _kernels()
-        node, edge = (t.numpy() for t in ctx.saved_tensors)
-        lengths = ctx.lengths
-        d_unary = np.zeros_like(node)
-        d_transition = np.zeros_like(edge)
-        with kernel_threads(ctx.threads):
-            backward_kernel(node, edge, lengths, _array(g_node, node.shape, node.dtype),
-                            _array(g_edge, edge.shape, node.dtype),
-                            _array(g_log_z, node.shape[:1], node.dtype), d_unary, d_transition)
-        return torch.from_numpy(d_unary), torch.from_numpy(d_transition), None
+        node_np, edge_np = node.detach().numpy(), edge.detach().numpy()
+        d_unary = np.zeros_like(node_np)
+        d_transition = np.zeros_like(edge_np)
+        with kernel_threads(threads):
+            backward_kernel(node_np, edge_np, lengths, _array(g_node, node_np),
+                            _array(g_edge, edge_np), d_unary, d_transition)
+        return torch.from_numpy(d_unary), torch.from_numpy(d_transition)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError("LinearChainCRF: marginals from the compiled kernel are differentiable "
+                           "once (log Z twice); switch the kernel off for higher derivatives")

@@ -10,7 +10,7 @@ the best score, and because ``max`` over a dimension routes the whole gradient t
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 from torch import Tensor
@@ -22,8 +22,9 @@ def max_reduce(x: Tensor, dim: int) -> Tensor:
 
 
 def very_negative(dtype: torch.dtype) -> float:
-    """A finite stand-in for log(0): far below any score, yet twice it does not overflow."""
-    return torch.finfo(dtype).min / 64
+    """A finite stand-in for log(0) (and for ``-inf`` scores, which would make log-sum-exps
+    and their gradients NaN): far below any score, yet a sum of 2**32 of them is finite."""
+    return torch.finfo(dtype).min / 2**32
 
 
 def check_scores(scores: object, name: str, owner: str, rank: int) -> Tensor:
@@ -99,6 +100,18 @@ def full_precision(device: torch.device) -> contextlib.AbstractContextManager:
     return torch.autocast(device.type, enabled=False)
 
 
+def inference_log_partition(distribution: object, kernel_serves: bool, device: torch.device,
+                            torch_program: Callable[[], Tensor]) -> Tensor:
+    """``[B]`` log Z of a structured distribution, in its compute dtype: the first element of its
+    cached ``_inference`` (log Z with the marginals) when that exists already or a compiled
+    kernel serves it (exact, and faster than the torch program alone even though it computes
+    the marginals too), otherwise ``torch_program()`` run with autocast off."""
+    if "_inference" in vars(distribution) or kernel_serves:
+        return distribution._inference[0]
+    with full_precision(device):
+        return torch_program()
+
+
 def tracks_grad(*tensors: Tensor) -> bool:
     """Whether results computed now from ``tensors`` should carry an autograd graph."""
     return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
@@ -110,6 +123,16 @@ def local_autograd() -> Iterator[None]:
     Lightning runs validation and test), for computing marginals and argmaxes as gradients."""
     with torch.inference_mode(False), torch.enable_grad():
         yield
+
+
+def widened(tensor: Tensor, dtype: torch.dtype) -> Tensor:
+    """``tensor`` cast to the compute ``dtype`` with autograd on, so that it keeps its graph
+    whatever the grad mode of the moment. Cast each input once and cache the result: every
+    result then reaches the input through this one cast, and the gradient of a half-precision
+    input is rounded to its dtype once, not once per result (rounded terms that cancel would
+    leave only their rounding errors)."""
+    with local_autograd():
+        return tensor.to(dtype)
 
 
 def as_grad_input(tensor: Tensor, track: bool) -> Tensor:

@@ -12,9 +12,11 @@ and gives the marginals ``mu_a = p_in(a) p_out(a) / Z``; with ``v`` the cotangen
 marginals it gives their vector-Jacobian product, a covariance:
 ``d theta_a = E[1_a G] - mu_a E[G] = (p_in q_out + q_in p_out)(a) / Z - mu_a q_Z / Z``.
 
-Weights are kept in probability space (float64) after subtracting the sentence's largest arc
-score; a sentence whose partition function over- or underflows there is flagged, and the caller
-solves it in log space instead.
+Weights are kept in probability space (float64), each arc score less the largest score of an
+arc into the same word, so every tree weighs at most 1. A sentence whose (scaled) partition
+function falls below ``_SMALLEST`` (its best tree lies more than ~575 nats below the best head
+of every word: partial trees that matter could then be denormal) or overflows, or whose results
+are not finite, is flagged, and the caller solves it in log space instead.
 """
 
 from __future__ import annotations
@@ -24,11 +26,15 @@ import functools
 import numpy as np
 import torch
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 
-from ._chain_kernel import available, kernel_threads, usable
+from ..common.compiled import available, kernel_threads
+from ._chain_kernel import usable
 
 __all__ = ["TreeInference", "available", "run", "usable"]
+
+# Scaled partition functions below this go to the log-space solver: every partial tree of a tree
+# with probability above 1e-50 then weighs more than 1e-300, a normal float64 number.
+_SMALLEST = 1e-250
 
 
 @functools.cache
@@ -41,17 +47,19 @@ def _kernel():
         batch, size, _ = arcs.shape  # pragma: no cover - compiled
         for b in numba.prange(batch):
             n = lengths[b]
-            shift = -np.inf
+            # every tree gives each word one head: scaling column m by its largest arc keeps
+            # every tree's weight in (0, 1] and the best one's as large as possible
+            shift = np.full(n + 1, -np.inf)
             for h in range(n + 1):
                 for m in range(1, n + 1):
                     if h != m:
-                        shift = max(shift, arcs[b, h, m])
+                        shift[m] = max(shift[m], arcs[b, h, m])
             w = np.zeros((n + 1, n + 1))
             v = np.zeros((n + 1, n + 1))
             for h in range(n + 1):
                 for m in range(1, n + 1):
                     if h != m:
-                        w[h, m] = np.exp(arcs[b, h, m] - shift)
+                        w[h, m] = np.exp(arcs[b, h, m] - shift[m])
                         v[h, m] = cotangent[b, h, m]
             # inside: [0] = p, [1] = q for IR, IL (incomplete), CR, CL (complete) spans [s, t]
             ir = np.zeros((2, n + 1, n + 1))
@@ -89,10 +97,10 @@ def _kernel():
                     cl[0, s, t] = p
                     cl[1, s, t] = q
             z = cr[0, 0, n]
-            ok[b] = z > 0.0 and z < np.inf
+            ok[b] = z > _SMALLEST and z < np.inf
             if not ok[b]:
                 continue
-            log_z[b] = np.log(z) + n * shift
+            log_z[b] = np.log(z) + shift[1:].sum()
             mean = cr[1, 0, n] / z
             # outside, widest spans first; at one width complete spans before incomplete ones
             oir = np.zeros((2, n + 1, n + 1))
@@ -138,6 +146,10 @@ def _kernel():
                         marginals[b, t, s] = mu
                         vjp[b, t, s] = (il[0, s, t] * oil[1, s, t]
                                         + il[1, s, t] * oil[0, s, t]) / z - mu * mean
+            if not (np.isfinite(marginals[b]).all() and np.isfinite(vjp[b]).all()):
+                ok[b] = False  # an outside score overflowed: leave the row to the caller
+                marginals[b] = 0.0
+                vjp[b] = 0.0
 
     return inside_outside
 
@@ -146,7 +158,7 @@ def run(arcs: Tensor, cotangent: Tensor | None, lengths: Tensor, multiroot: bool
         threads: int | None = None):
     """``(log_z [B], marginals [B, N+1, N+1], vjp [B, N+1, N+1], ok [B])`` as float64 numpy
     arrays; ``vjp`` is 0 without a cotangent, and rows with ``ok`` False are not computed.
-    ``threads``: see :func:`kernel_threads`."""
+    ``threads``: see :func:`lit_structattn.common.compiled.kernel_threads`."""
     batch, size, _ = arcs.shape
     a = arcs.detach().contiguous().numpy()
     if cotangent is None:
@@ -165,29 +177,48 @@ def run(arcs: Tensor, cotangent: Tensor | None, lengths: Tensor, multiroot: bool
 
 class TreeInference(torch.autograd.Function):
     """``(log_z [B], marginals [B, N+1, N+1], ok [B] bool)`` of projective trees over
-    ``arcs [B, N+1, N+1]`` (CPU; ``arcs[b, h, m]`` scores h -> m, non-arcs ignored) with
-    ``lengths [B]``; marginals exactly 0 at non-arcs. Rows with ``ok`` False over- or underflowed
-    in probability space and hold no result. Differentiable once (the backward is the covariance
-    above)."""
+    ``arcs [B, N+1, N+1]`` (CPU, float32 or float64; ``arcs[b, h, m]`` scores h -> m, non-arcs
+    ignored) with ``lengths [B]``; marginals exactly 0 at non-arcs. Rows with ``ok`` False
+    over- or underflowed in probability space and hold zeros. Differentiable twice through
+    ``log_z``, whose gradient is the marginals (torch ops on the saved output), and once through
+    the marginals (the covariance above, :class:`_Covariance`)."""
 
     @staticmethod
     def forward(ctx, arcs: Tensor, lengths: Tensor, multiroot: bool):
         ctx.threads = torch.get_num_threads()  # for the backward, see kernel_threads
         log_z, marginals, _, ok = run(arcs, None, lengths, multiroot, ctx.threads)
-        ctx.save_for_backward(arcs)
+        log_z = torch.from_numpy(log_z).to(arcs.dtype)
+        marginals = torch.from_numpy(marginals).to(arcs.dtype)
+        ctx.save_for_backward(arcs, marginals)
         ctx.lengths, ctx.multiroot = lengths.detach().clone(), multiroot  # may be an inference
         # tensor (built under torch.inference_mode), which save_for_backward refuses
         ok = torch.from_numpy(ok)
         ctx.mark_non_differentiable(ok)
-        return (torch.from_numpy(log_z).to(arcs.dtype),
-                torch.from_numpy(marginals).to(arcs.dtype), ok)
+        ctx.set_materialize_grads(False)  # no kernel run when only log Z is differentiated
+        return log_z, marginals, ok
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, g_log_z: Tensor | None, g_marginals: Tensor | None, _):
-        (arcs,) = ctx.saved_tensors
-        _, marginals, vjp, _ = run(arcs, g_marginals, ctx.lengths, ctx.multiroot, ctx.threads)
-        grad = torch.from_numpy(vjp)
+        arcs, marginals = ctx.saved_tensors
+        grad = torch.zeros_like(marginals)
+        if g_marginals is not None:
+            grad = _Covariance.apply(arcs, g_marginals, ctx.lengths, ctx.multiroot, ctx.threads)
         if g_log_z is not None:
-            grad = grad + g_log_z.to(torch.float64)[:, None, None] * torch.from_numpy(marginals)
-        return grad.to(arcs.dtype), None, None
+            grad = grad + g_log_z[:, None, None] * marginals
+        return grad, None, None
+
+
+class _Covariance(torch.autograd.Function):
+    """The vector-Jacobian product of the marginals of ``arcs`` for the cotangent
+    ``g_marginals``, by the compiled kernel; not differentiable."""
+
+    @staticmethod
+    def forward(ctx, arcs: Tensor, g_marginals: Tensor, lengths: Tensor, multiroot: bool,
+                threads: int):
+        _, _, vjp, _ = run(arcs, g_marginals, lengths, multiroot, threads)
+        return torch.from_numpy(vjp).to(arcs.dtype)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError("DependencyCRF: marginals from the compiled kernel are differentiable "
+                           "once (log Z twice); switch the kernel off for higher derivatives")

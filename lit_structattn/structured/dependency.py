@@ -39,11 +39,13 @@ from ._common import (
     check_lengths,
     check_scores,
     full_precision,
+    inference_log_partition,
     local_autograd,
     max_reduce,
     precision,
     tracks_grad,
     very_negative,
+    widened,
 )
 
 __all__ = ["DependencyCRF"]
@@ -85,7 +87,9 @@ class DependencyCRF:
     Args:
         arc_scores: ``[B, N+1, N+1]``; ``arc_scores[b, h, m]`` scores the arc head ``h`` ->
             modifier ``m``. Entries that are not arcs (the diagonal, column 0, rows and columns
-            beyond ``N_b``) are ignored whatever finite value they hold.
+            beyond ``N_b``) are ignored whatever finite value they hold. ``-inf`` forbids an
+            arc (marginal exactly 0, zero gradient); every sentence needs a tree without one.
+            A NaN or ``+inf`` arc score makes its sentence's results NaN.
         lengths: ``[B]`` integer number of words ``N_b`` in ``[1, N]`` (without the root);
             ``None`` means all ``N``.
         multiroot: if True the root may have several children; if False exactly one word is
@@ -97,10 +101,13 @@ class DependencyCRF:
     ``arc_scores``, except when the distribution is built under ``torch.autocast`` on the
     scores' device: then they keep the compute dtype (float32, or float64 for a float64 input),
     like autocast's ``logsumexp`` and ``softmax``. Gradients reach ``arc_scores`` in its dtype.
+    Any score scale works: the compiled kernel is exact (float64; sentences beyond its range go
+    to a float64 log-space pass); the torch pass (other devices) works in log space in the
+    compute dtype, accurate to its rounding of the score sums.
 
     Results are computed on first access and cached; they are differentiable w.r.t.
-    ``arc_scores`` when it requires grad and grad mode is on at that time (marginals via
-    ``create_graph=True``), and plain tensors otherwise, also under ``torch.no_grad()``.
+    ``arc_scores`` when it requires grad and grad mode is on at that time (the marginals too;
+    the compiled kernel's once), and plain tensors otherwise, also under ``torch.no_grad()``.
 
     Raises:
         ValueError: wrong rank or shape, non-floating dtype, lengths outside ``[1, N]``.
@@ -142,8 +149,9 @@ class DependencyCRF:
         and at padding. Always one valid projective tree (single-rooted if ``multiroot`` is
         False); ties are broken deterministically."""
         with local_autograd(), full_precision(self.arc_scores.device):
-            arcs = as_grad_input(self.arc_scores.to(self._dtype), track=False)
-            (tree,) = torch.autograd.grad(self._log_partition_of(arcs, MAX).sum(), arcs)
+            arcs = as_grad_input(self._arcs, track=False)
+            best = _log_partition_of(arcs, self.lengths, self.multiroot, MAX)
+            (tree,) = torch.autograd.grad(best.sum(), arcs)
         return tree.argmax(1)
 
     def log_prob(self, heads: Tensor) -> Tensor:
@@ -166,7 +174,8 @@ class DependencyCRF:
             raise ValueError(f"{owner}: each word's head must lie in [0, N_b] and differ from the "
                              "word itself")
         with full_precision(self.arc_scores.device):
-            arcs = torch.where(self._arc_mask, self.arc_scores.to(self._dtype), 0.0)
+            real = _real_arcs(self.lengths, self.num_words + 1)
+            arcs = torch.where(real, self._arcs, 0.0)
             score = arcs.gather(1, heads[:, None, :]).squeeze(1)
             score = torch.where(words, score, 0.0).sum(-1)
             return (score - self._log_partition).to(self._result_dtype)
@@ -174,46 +183,72 @@ class DependencyCRF:
     # ------------------------------------------------------------------ internals
 
     @cached_property
+    def _arcs(self) -> Tensor:
+        """The arc scores in the compute dtype (see :func:`widened`)."""
+        return widened(self.arc_scores, self._dtype)
+
+    @cached_property
     def _log_partition(self) -> Tensor:
-        """``[B]`` log Z in the compute dtype."""
-        if "_inference" in self.__dict__:
-            return self._inference[0]
-        with full_precision(self.arc_scores.device):
-            return self._log_partition_of(self.arc_scores.to(self._dtype), LOG)
+        """``[B]`` log Z in the compute dtype (see :func:`._common.inference_log_partition`)."""
+        return inference_log_partition(
+            self, _eisner_kernel.usable(self.arc_scores), self.arc_scores.device,
+            lambda: _log_partition_of(self._arcs, self.lengths, self.multiroot, LOG))
 
     @cached_property
     def _inference(self) -> tuple[Tensor, Tensor]:
         """``(log_partition, marginals)`` in the compute dtype: on CPU with numba installed by
-        the compiled inside-outside of :mod:`._eisner_kernel` (unless a sentence over- or
-        underflows there), otherwise as the gradient of log Z."""
+        the compiled inside-outside of :mod:`._eisner_kernel`, otherwise as the gradient of
+        log Z. Sentences that the kernel's probability space cannot hold (their best tree some
+        575 nats or more below the best head of every word, see :mod:`._eisner_kernel`) are
+        solved in log space, in float64, instead."""
         track = tracks_grad(self.arc_scores)
         with local_autograd(), full_precision(self.arc_scores.device):
-            arcs = as_grad_input(self.arc_scores.to(self._dtype), track)
-            if _eisner_kernel.usable(arcs):
+            arcs = as_grad_input(self._arcs, track)
+            if _eisner_kernel.usable(self.arc_scores):
                 log_z, marginals, ok = _eisner_kernel.TreeInference.apply(
                     arcs, self.lengths, self.multiroot)
-                if bool(ok.all()):
-                    return (log_z, marginals) if track else (log_z.detach(), marginals.detach())
-            log_z = self._log_partition_of(arcs, LOG)
-            (marginals,) = torch.autograd.grad(log_z.sum(), arcs, create_graph=track)
+                if not bool(ok.all()):
+                    rows = (~ok).nonzero()[:, 0]
+                    exact = _log_space_inference(arcs[rows].double(), self.lengths[rows],
+                                                 self.multiroot, track)
+                    log_z = log_z.index_put((rows,), exact[0].to(log_z.dtype))
+                    marginals = marginals.index_put((rows,), exact[1].to(marginals.dtype))
+            else:
+                log_z, marginals = _log_space_inference(arcs, self.lengths, self.multiroot,
+                                                        track)
         if not track:
             log_z, marginals = log_z.detach(), marginals.detach()
         return log_z, marginals
 
-    @cached_property
-    def _arc_mask(self) -> Tensor:
-        """``[B, N+1, N+1]`` bool, True at real arcs ``h -> m``: ``h != m``, ``m >= 1``, both
-        within the sentence."""
-        positions = torch.arange(self.num_words + 1, device=self.arc_scores.device)
-        inside = positions <= self.lengths[:, None]
-        not_self = positions[:, None] != positions[None, :]
-        return inside[:, :, None] & inside[:, None, :] & not_self & (positions > 0)
 
-    def _log_partition_of(self, arc_scores: Tensor, semiring: Semiring) -> Tensor:
-        """``[B]`` semiring sum over trees, read at each sentence's own length."""
-        arcs = torch.where(self._arc_mask, arc_scores, 0.0)
-        roots = _eisner_inside(arcs, semiring, self.multiroot)
-        return roots.gather(1, (self.lengths - 1)[:, None]).squeeze(1)
+def _real_arcs(lengths: Tensor, size: int) -> Tensor:
+    """``[B, size, size]`` bool, True at real arcs ``h -> m``: ``h != m``, ``m >= 1``, both
+    within the sentence of ``lengths [B]`` words."""
+    positions = torch.arange(size, device=lengths.device)
+    inside = positions <= lengths[:, None]
+    not_self = positions[:, None] != positions[None, :]
+    return inside[:, :, None] & inside[:, None, :] & not_self & (positions > 0)
+
+
+def _log_partition_of(arcs: Tensor, lengths: Tensor, multiroot: bool,
+                      semiring: Semiring) -> Tensor:
+    """``[B]`` semiring sum over the trees of ``arcs [B, N+1, N+1]`` (non-arcs ignored), read
+    at each sentence's length ``lengths [B]``. ``-inf`` scores are raised to a finite ~-inf
+    (with zero gradient), which keeps NaN out of the gradients."""
+    arcs = torch.where(_real_arcs(lengths, arcs.shape[-1]), arcs, 0.0)
+    arcs = arcs.clamp_min(very_negative(arcs.dtype))
+    roots = _eisner_inside(arcs, semiring, multiroot)
+    return roots.gather(1, (lengths - 1)[:, None]).squeeze(1)
+
+
+def _log_space_inference(arcs: Tensor, lengths: Tensor, multiroot: bool,
+                         track: bool) -> tuple[Tensor, Tensor]:
+    """``(log Z [B], marginals [B, N+1, N+1])`` of ``arcs`` (a tensor that autograd can
+    differentiate w.r.t.) by the log-space inside pass and its gradient; the marginals keep
+    their graph (``create_graph``) when ``track``."""
+    log_z = _log_partition_of(arcs, lengths, multiroot, LOG)
+    (marginals,) = torch.autograd.grad(log_z.sum(), arcs, create_graph=track)
+    return log_z, marginals
 
 
 def _eisner_inside(arcs: Tensor, semiring: Semiring, multiroot: bool) -> Tensor:

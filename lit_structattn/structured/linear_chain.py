@@ -28,11 +28,13 @@ from ._common import (
     check_scores,
     describe,
     full_precision,
+    inference_log_partition,
     local_autograd,
     max_reduce,
     precision,
     tracks_grad,
     very_negative,
+    widened,
 )
 
 __all__ = ["LinearChainCRF"]
@@ -69,6 +71,13 @@ class LinearChainCRF:
         lengths: ``[B]`` integer chain lengths in ``[1, T]``; ``None`` means all ``T``. Scores at
             positions ``>= L_b`` and on edges ``>= L_b - 1`` are ignored (any finite value).
 
+    Scores may be ``-inf`` to forbid a label or a transition (probability exactly 0, zero
+    gradient); every chain needs a sequence without one. A NaN or ``+inf`` score within a chain
+    makes that chain's results NaN. Any score scale works, gaps far beyond ``exp``'s range
+    included: the compiled kernel is exact (float64, log space); the torch algorithms (other
+    devices) work in log space in the compute dtype, accurate to its rounding of the score sums
+    (about ``eps * |scores| * T`` in the log-probabilities).
+
     Precision: everything is computed in float64 if ``unary`` or ``transition`` is float64,
     otherwise in float32 (float16 and bfloat16 inputs are widened), with autocast disabled.
     Floating-point results (``log_partition``, ``marginals``, ``edge_marginals``, ``entropy``,
@@ -78,10 +87,10 @@ class LinearChainCRF:
     reach ``unary`` and ``transition`` in their own dtypes.
 
     All results are computed on first access and cached. When the potentials require grad and
-    grad mode is on at that time, results are differentiable w.r.t. them (marginals are built
-    with ``create_graph=True``, so second derivatives of ``log_partition`` are available);
-    otherwise they are plain tensors. ``marginals``, ``argmax`` etc. also work under
-    ``torch.no_grad()``: autograd is enabled locally on detached copies.
+    grad mode is on at that time, results are differentiable w.r.t. them (the marginals too,
+    so second derivatives of ``log_partition`` are available; the compiled kernel's marginals
+    are differentiable once); otherwise they are plain tensors. ``marginals``, ``argmax`` etc.
+    also work under ``torch.no_grad()``: autograd is enabled locally on detached copies.
 
     Raises:
         ValueError: wrong ranks or shapes, non-floating dtypes, lengths outside ``[1, T]``.
@@ -122,19 +131,26 @@ class LinearChainCRF:
         """
         with local_autograd(), full_precision(self.unary.device):
             unary, transition = self._grad_inputs(track=False)
-            best = self._log_partition_of(unary, self._expanded(transition), max_reduce)
+            best = self._log_partition_of(unary, transition, max_reduce)
             (onehot,) = torch.autograd.grad(best.sum(), unary)
         return onehot.argmax(-1)
 
     @cached_property
     def entropy(self) -> Tensor:
-        """``[B]`` entropy ``-sum_y p(y) log p(y)`` in nats, via ``log Z - E[score]``."""
+        """``[B]`` entropy ``-sum_y p(y) log p(y)`` in nats.
+
+        Computed from the marginals, ``H = sum_t H(y_t, y_{t+1}) - sum_{0 < t < L-1} H(y_t)``
+        (exact on a chain; ``H(y_0)`` when ``L = 1``), not as ``log Z - E[score]``, which loses
+        all digits when scores are large and is NaN with ``-inf`` (forbidden) scores.
+        """
         _, node, edge = self._inference
         with full_precision(self.unary.device):
-            unary, transition = self._masked(self.unary.to(self._dtype),
-                                             self._expanded(self.transition.to(self._dtype)))
-            expected = (node * unary).sum((1, 2)) + (edge * transition).sum((1, 2, 3))
-            return (self._log_partition - expected).to(self._result_dtype)
+            steps = torch.arange(self.num_steps, device=self.unary.device)
+            # edges at position t, minus one: 1 inside a chain, 0 at its ends, -1 if L = 1
+            weight = (steps > 0).to(node.dtype) + (steps < self.lengths[:, None] - 1) - 1
+            pairs = _entropy_terms(edge).sum((1, 2, 3))
+            return (pairs - (weight * _entropy_terms(node).sum(-1)).sum(-1)).to(
+                self._result_dtype)
 
     def log_prob(self, tags: Tensor) -> Tensor:
         """``[B]`` log-probability of the label sequences ``tags`` (``[B, T]`` integer).
@@ -149,8 +165,7 @@ class LinearChainCRF:
             raise ValueError(f"LinearChainCRF: tags must lie in [0, {self.num_labels}) at "
                              "positions within the lengths")
         with full_precision(self.unary.device):
-            unary, transition = self._masked(self.unary.to(self._dtype),
-                                             self._expanded(self.transition.to(self._dtype)))
+            unary, transition = self._masked(*self._scores)
             score = unary.gather(-1, tags[..., None]).sum((1, 2))
             pairs = (tags[:, :-1] * self.num_labels + tags[:, 1:])[..., None]
             score = score + transition.flatten(2).gather(-1, pairs).sum((1, 2))
@@ -160,13 +175,10 @@ class LinearChainCRF:
 
     @cached_property
     def _log_partition(self) -> Tensor:
-        """``[B]`` log Z in the compute dtype."""
-        if "_inference" in self.__dict__:
-            return self._inference[0]
-        with full_precision(self.unary.device):
-            return self._log_partition_of(self.unary.to(self._dtype),
-                                          self._expanded(self.transition.to(self._dtype)),
-                                          logsumexp)
+        """``[B]`` log Z in the compute dtype (see :func:`._common.inference_log_partition`)."""
+        return inference_log_partition(
+            self, _chain_kernel.usable(self.unary), self.unary.device,
+            lambda: self._log_partition_of(*self._scores, logsumexp))
 
     @cached_property
     def _inference(self) -> tuple[Tensor, Tensor, Tensor]:
@@ -176,22 +188,35 @@ class LinearChainCRF:
         track = tracks_grad(self.unary, self.transition)
         with local_autograd(), full_precision(self.unary.device):
             unary, transition = self._grad_inputs(track)
-            transition = self._expanded(transition)
-            if _chain_kernel.usable(unary):
+            if _chain_kernel.usable(self.unary):
                 results = _chain_kernel.ChainInference.apply(unary, transition, self.lengths)
             else:
                 log_z = self._log_partition_of(unary, transition, logsumexp)
                 node, edge = torch.autograd.grad(log_z.sum(), (unary, transition),
                                                  create_graph=track,
                                                  materialize_grads=True)  # T = 1: no edges
-                results = log_z, node, edge
+                # a NaN or +inf score: NaN marginals (logsumexp's clamp would give them 0)
+                bad = ~torch.isfinite(log_z)
+                results = (log_z, node.masked_fill(bad[:, None, None], math.nan),
+                           edge.masked_fill(bad[:, None, None, None], math.nan))
         return results if track else tuple(r.detach() for r in results)
 
+    @cached_property
+    def _scores(self) -> tuple[Tensor, Tensor]:
+        """The unary scores ``[B, T, C]`` and the transition scores as a ``[B, T-1, C, C]``
+        view, in the compute dtype (see :func:`widened`)."""
+        batch, steps, labels = self.unary.shape
+        transition = widened(self.transition, self._dtype)
+        if transition.dim() == 3:
+            transition = transition[:, None]
+        return (widened(self.unary, self._dtype),
+                transition.expand(batch, steps - 1, labels, labels))
+
     def _grad_inputs(self, track: bool) -> tuple[Tensor, Tensor]:
-        """The unary and (unexpanded) transition scores in the compute dtype, ready for
-        ``torch.autograd.grad`` (see :func:`as_grad_input`; call inside ``local_autograd``)."""
-        return (as_grad_input(self.unary.to(self._dtype), track),
-                as_grad_input(self.transition.to(self._dtype), track))
+        """:attr:`_scores` ready for ``torch.autograd.grad`` (see :func:`as_grad_input`; call
+        inside ``local_autograd``)."""
+        unary, transition = self._scores
+        return as_grad_input(unary, track), as_grad_input(transition, track)
 
     @property
     def _node_mask(self) -> Tensor:
@@ -199,13 +224,6 @@ class LinearChainCRF:
         inference mode could not be used by the autograd-based results later)."""
         steps = torch.arange(self.num_steps, device=self.unary.device)
         return steps < self.lengths[:, None]
-
-    def _expanded(self, transition: Tensor) -> Tensor:
-        """The transition scores as a ``[B, T-1, C, C]`` view."""
-        batch, steps, labels = self.unary.shape
-        if transition.dim() == 3:
-            transition = transition[:, None]
-        return transition.expand(batch, steps - 1, labels, labels)
 
     def _masked(self, unary: Tensor, transition: Tensor) -> tuple[Tensor, Tensor]:
         """Unary and ``[B, T-1, C, C]`` transition scores with padding replaced by zeros."""
@@ -215,18 +233,21 @@ class LinearChainCRF:
 
     def _log_partition_of(self, unary: Tensor, transition: Tensor, reduce: Reduce) -> Tensor:
         """``[B]`` log-partition (``reduce`` = log-sum-exp) or best score (``reduce`` = max) over
-        sequences. Padded edges become identity matrices (0 on the
-        diagonal, ~-inf elsewhere) with no unary score, so every chain ends at ``T - 1``."""
+        sequences. Padded edges become identity matrices (0 on the diagonal, ~-inf elsewhere)
+        with no unary score, so every chain ends at ``T - 1``; ``-inf`` scores are raised to
+        the same finite ~-inf (with zero gradient), which keeps NaN out of the gradients."""
         node_ok = self._node_mask
         unary = torch.where(node_ok[..., None], unary, 0.0)
         labels = self.num_labels
-        identity = torch.full((labels, labels), very_negative(unary.dtype), dtype=unary.dtype,
+        floor = very_negative(unary.dtype)
+        identity = torch.full((labels, labels), floor, dtype=unary.dtype,
                               device=unary.device).fill_diagonal_(0.0)
         transition = torch.where(node_ok[:, 1:, None, None], transition, identity)
-        edges = transition + unary[:, 1:, None, :]
+        edges = (transition + unary[:, 1:, None, :]).clamp_min(floor)
+        first = unary[:, 0].clamp_min(floor)
         if self.batch_size * labels**3 <= _SCAN_MAX_WORK:
-            return _tree_reduce(unary[:, 0], edges, reduce)
-        return _time_loop(unary[:, 0], edges, reduce)
+            return _tree_reduce(first, edges, reduce)
+        return _time_loop(first, edges, reduce)
 
 
 def logsumexp(x: Tensor, dim: int) -> Tensor:
@@ -238,6 +259,12 @@ def logsumexp(x: Tensor, dim: int) -> Tensor:
     """
     shift = x.detach().amax(dim, keepdim=True)
     return (x - shift).clamp_min(_log_floor(x.dtype)).exp().sum(dim).log() + shift.squeeze(dim)
+
+
+def _entropy_terms(p: Tensor) -> Tensor:
+    """``-p log p`` elementwise, 0 at ``p = 0`` with a finite gradient there (``-log p - 1``
+    elsewhere; ``torch.special.entr`` has an infinite one)."""
+    return -p * torch.where(p > 0, p, 1.0).log()
 
 
 def _time_loop(first: Tensor, edges: Tensor, reduce: Reduce) -> Tensor:
