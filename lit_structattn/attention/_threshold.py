@@ -4,12 +4,14 @@ Each of them is ``a = g(z - tau)`` for a scalar threshold tau per row that makes
 sum to 1. Two exact solvers find tau:
 
 * an *active-set iteration* (Michelot's algorithm for sparsemax, the clamp-the-violators loop
-  of Martins & Kreutzer for csoftmax, a bracketed Newton step on the piecewise-linear mass for
-  csparsemax): a few elementwise passes, no sort, and exact once the active sets stop changing;
+  of Martins & Kreutzer for csoftmax, variable fixing for csparsemax): a few elementwise
+  passes, no sort, and exact once the active sets stop changing;
 * a *sort-based sweep* over the sorted breakpoints, O(L log L) whatever the input.
 
 :func:`solve_threshold` runs the iteration for at most ``max_iter`` passes and hands the rows
 that have not converged to the sort-based solver, so the cost is bounded and the answer exact.
+csoftmax and csparsemax run their own variant of this hand-over (the sort in float64, and for
+csparsemax a check of every row's mass), and on CPU compiled float64 solvers (``_compiled``).
 """
 
 from __future__ import annotations

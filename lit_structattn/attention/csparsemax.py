@@ -8,6 +8,9 @@ follows in closed form. The sets are found by variable fixing (Bitran & Hax; Kiw
 on large inputs the coordinates still unfixed after a few passes are gathered into narrow rows
 and solved there, narrow rows by evaluating the mass at every breakpoint at once, and the rare
 rows left over by sorting the 2L breakpoints once and sweeping them with cumulative sums.
+Every row's mass is then checked: a row the fast passes got wrong (their decisions compare sums
+of scores that nearly cancel at scales of 1e3 and more) is solved again by the sort, in float64.
+On CPU a compiled float64 variable fixing (``_compiled``) replaces the torch passes.
 """
 
 from __future__ import annotations
