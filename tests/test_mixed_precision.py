@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import warnings
 
+import lightning as L
 import pytest
 import torch
 
@@ -28,8 +29,20 @@ from .test_translation_task import tiny as translation_run
 
 MIXED = ["--trainer.precision", "bf16-mixed", "--trainer.max_epochs", "1",
          "--trainer.limit_train_batches", "2", "--trainer.limit_val_batches", "2",
-         "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"]
+         "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
+         "--trainer.callbacks+=tests.test_mixed_precision.TrainingLosses"]
 TAGGING_DATA = (data_root() / "ud_english_ewt").is_dir()
+
+
+class TrainingLosses(L.Callback):
+    """Keeps the loss of every training step as ``training_step`` returned it (the logged
+    value is float32 whatever the loss's dtype)."""
+
+    def __init__(self) -> None:
+        self.losses: list[torch.Tensor] = []
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.losses.append(outputs["loss"])
 
 
 def translation(row: str, *extra: str):
@@ -66,15 +79,17 @@ TAGGING_ROWS = ("bilstm", "bilstm_crf", "nef_f_csoftmax", "nef_crf_f_5")
     *(tagging(row) for row in TAGGING_ROWS),
 ])
 def test_fit_bf16_mixed(arguments, tmp_path, request):
-    """Two optimizer steps and one validation under ``bf16-mixed``: a finite float32 training
-    loss, and the validation metric that the row's checkpointing monitors was logged."""
+    """Two optimizer steps and one validation under ``bf16-mixed``: float32 training losses, a
+    finite logged one, and the validation metric that the row's checkpointing monitors."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
         cli = build_cli(["fit", *arguments(tmp_path, request), *MIXED])
     trainer = cli.trainer
     assert trainer.precision == "bf16-mixed" and trainer.global_step == 2
-    loss = trainer.callback_metrics["train/loss"]
-    assert loss.dtype == torch.float32 and math.isfinite(loss), loss
+    (losses,) = (callback.losses for callback in trainer.callbacks
+                 if isinstance(callback, TrainingLosses))
+    assert [loss.dtype for loss in losses] == [torch.float32] * 2
+    assert math.isfinite(trainer.callback_metrics["train/loss"])
     best = trainer.checkpoint_callback
     assert best.monitor.startswith("val/") and best.monitor in trainer.callback_metrics
     assert math.isfinite(best.best_model_score)
