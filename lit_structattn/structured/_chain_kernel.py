@@ -5,16 +5,17 @@ small problems: a 2-state chain of 50 positions takes some 200 tensor ops forwar
 through the double backward that differentiating the marginals needs. Here one compiled loop
 per chain does the whole forward-backward, and the backward of the marginals is written out.
 
-Forward, per chain of length L, in float64 and in log space, so that it stays exact whatever
-the score gaps (a message rescaled by one factor per step underflows to 0/0 once scores differ
-by more than ~745) and with ``-inf`` scores: ``log alpha_{t+1}(j) = u_{t+1}(j) +
-logsumexp_i(log alpha_t(i) + W_t(i, j))``, ``log beta_t(i) = logsumexp_j(W_t(i, j) + u_{t+1}(j)
-+ log beta_{t+1}(j))``, ``log Z = logsumexp(log alpha_{L-1})``, node marginals
-``mu_t = exp(log alpha_t + log beta_t - log Z)`` and edge marginals
-``xi_t(i, j) = exp(log alpha_t(i) + W_t(i, j) + u_{t+1}(j) + log beta_{t+1}(j) - log Z)``, the
-latter as the weights ``exp(log alpha_t(i) + W_t(i, j) - m_t(j))`` of the forward sums (``m_t(j)``
-the largest term of column ``j``) times ``exp(m_t(j) + u_{t+1}(j) + log beta_{t+1}(j) - log Z)``,
-which is at most 1.
+Forward, per chain of length L, in float64, exact whatever the score gaps (messages rescaled
+by one factor per step underflow to 0/0 once scores differ by more than ~745) and with ``-inf``
+scores. The forward pass keeps log alpha: ``log alpha_{t+1}(j) = u_{t+1}(j) +
+logsumexp_i(log alpha_t(i) + W_t(i, j))``, computed as ``m_t(j) + log S_t(j)`` from the
+weights ``w_t(i, j) = exp(log alpha_t(i) + W_t(i, j) - m_t(j))`` (``m_t(j)`` the largest term,
+so ``S_t(j) = sum_i w_t(i, j) >= 1``); ``log Z = logsumexp(log alpha_{L-1})``. The weights
+normalized by their column sums are the backward conditionals
+``P(y_t = i | y_{t+1} = j) = w_t(i, j) / S_t(j)``, so the marginals follow backwards without a
+single ``exp``: ``mu_{L-1} = exp(log alpha_{L-1} - log Z)``,
+``xi_t(i, j) = mu_{t+1}(j) w_t(i, j) / S_t(j)`` and ``mu_t(i) = sum_j xi_t(i, j)`` -- products
+and ratios of numbers in [0, 1], never a difference.
 
 Backward: the cotangent ``z`` of log Z contributes ``z mu`` and ``z xi`` (torch ops on the
 outputs, so log Z is twice differentiable). For cotangents ``g`` (nodes) and ``h`` (edges) of
@@ -62,63 +63,53 @@ def _kernels():
         for b in numba.prange(batch):
             length = lengths[b]
             log_alpha = np.empty((steps, labels))
-            log_beta = np.empty((steps, labels))
-            # weights[t, i, j] = exp(log_alpha[t, i] + W[t, i, j] - top[t, j]), top the max over i
+            # weights[t, i, j] = exp(log_alpha[t, i] + W[t, i, j] - shift), shift the largest
+            # term of column j; total[t, j] their sum over i (>= 1, or 0 for an unreachable j)
             weights = np.empty((max(steps - 1, 1), labels, labels))
-            top = np.empty((max(steps - 1, 1), labels))
-            column = np.empty(labels)
-            total = np.empty(labels)
+            total = np.zeros((max(steps - 1, 1), labels))
+            shift = np.empty(labels)
+            mu = np.empty((steps, labels))  # node marginals in float64
             for c in range(labels):
                 log_alpha[0, c] = unary[b, 0, c]
             for t in range(length - 1):
                 for j in range(labels):
-                    top[t, j] = -np.inf
-                    total[j] = 0.0
+                    shift[j] = -np.inf
                 for i in range(labels):
                     for j in range(labels):
-                        top[t, j] = max(top[t, j], log_alpha[t, i] + transition[b, t, i, j])
+                        shift[j] = max(shift[j], log_alpha[t, i] + transition[b, t, i, j])
                 for j in range(labels):  # a column of -inf (label j unreachable) stays -inf
-                    column[j] = top[t, j] if top[t, j] > -np.inf else 0.0
+                    if shift[j] == -np.inf:
+                        shift[j] = 0.0
                 for i in range(labels):
                     for j in range(labels):
-                        weight = math.exp(log_alpha[t, i] + transition[b, t, i, j] - column[j])
+                        weight = math.exp(log_alpha[t, i] + transition[b, t, i, j] - shift[j])
                         weights[t, i, j] = weight
-                        total[j] += weight
+                        total[t, j] += weight
                 for j in range(labels):
-                    log_alpha[t + 1, j] = column[j] + np.log(total[j]) + unary[b, t + 1, j]
+                    log_alpha[t + 1, j] = shift[j] + np.log(total[t, j]) + unary[b, t + 1, j]
+            last = length - 1
             most = -np.inf
             for c in range(labels):
-                most = max(most, log_alpha[length - 1, c])
+                most = max(most, log_alpha[last, c])
             acc = 0.0
             for c in range(labels):
-                acc += math.exp(log_alpha[length - 1, c] - most)
+                acc += math.exp(log_alpha[last, c] - most)
             value = most + np.log(acc)
             log_z[b] = value
             for c in range(labels):
-                log_beta[length - 1, c] = 0.0
-            for t in range(length - 2, -1, -1):
-                for j in range(labels):
-                    total[j] = unary[b, t + 1, j] + log_beta[t + 1, j]
+                mu[last, c] = math.exp(log_alpha[last, c] - value)
+                node[b, last, c] = mu[last, c]
+            for t in range(last - 1, -1, -1):
+                for j in range(labels):  # mu_{t+1}(j) / total: weights become xi_t(., j)
+                    shift[j] = mu[t + 1, j] / total[t, j] if total[t, j] != 0.0 else 0.0
                 for i in range(labels):
-                    most = -np.inf
-                    for j in range(labels):
-                        column[j] = transition[b, t, i, j] + total[j]
-                        most = max(most, column[j])
-                    most = most if most > -np.inf else 0.0  # no successor: log beta = -inf
                     acc = 0.0
                     for j in range(labels):
-                        acc += math.exp(column[j] - most)
-                    log_beta[t, i] = most + np.log(acc)
-            for t in range(length):
-                for c in range(labels):
-                    node[b, t, c] = math.exp(log_alpha[t, c] + log_beta[t, c] - value)
-            for t in range(length - 1):
-                for j in range(labels):  # 0 for an unreachable label j (top = -inf)
-                    column[j] = math.exp(top[t, j] + unary[b, t + 1, j] + log_beta[t + 1, j]
-                                         - value)
-                for i in range(labels):
-                    for j in range(labels):
-                        edge[b, t, i, j] = weights[t, i, j] * column[j]
+                        pair = weights[t, i, j] * shift[j]
+                        edge[b, t, i, j] = pair
+                        acc += pair
+                    mu[t, i] = acc
+                    node[b, t, i] = acc
 
     @numba.njit(cache=True, parallel=True)
     def backward(node, edge, lengths, g_node, g_edge, d_unary, d_transition):
@@ -173,17 +164,17 @@ def _kernels():
 
 def _array(t: Tensor | None, like: np.ndarray) -> np.ndarray:
     """A numpy view of the cotangent ``t`` (strides kept: broadcast cotangents are not copied),
-    or zeros like ``like`` for a missing one."""
+    or a broadcast zero of the shape of ``like`` for a missing one (no memory)."""
     if t is None:
-        return np.zeros_like(like)
+        return np.broadcast_to(np.zeros((), like.dtype), like.shape)
     return t.detach().numpy()
 
 
 class ChainInference(torch.autograd.Function):
     """``(log_z [B], node marginals [B, T, C], edge marginals [B, T-1, C, C])`` of a batch of
     chains from ``unary [B, T, C]``, ``transition [B, T-1, C, C]`` (CPU, float32 or float64, any
-    strides) and ``lengths [B]``; exactly 0 beyond each length. The kernels work in float64
-    (the forward in log space); results have the dtype of ``unary``.
+    strides) and ``lengths [B]``; exactly 0 beyond each length. The kernels work in float64;
+    results have the dtype of ``unary``.
 
     Differentiable twice through ``log_z``, whose gradient is the marginals (torch ops on the
     saved outputs), and once through the marginals (the closed form above, :class:`_Covariance`).
@@ -209,10 +200,12 @@ class ChainInference(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g_log_z: Tensor | None, g_node: Tensor | None, g_edge: Tensor | None):
         node, edge = ctx.saved_tensors
-        d_unary, d_transition = torch.zeros_like(node), torch.zeros_like(edge)
-        if g_node is not None or g_edge is not None:
-            d_unary, d_transition = _Covariance.apply(node, edge, g_node, g_edge, ctx.lengths,
-                                                      ctx.threads)
+        if g_node is None and g_edge is None:
+            if g_log_z is None:  # autograd may ask with no cotangent at all
+                return None, None, None
+            return g_log_z[:, None, None] * node, g_log_z[:, None, None, None] * edge, None
+        d_unary, d_transition = _Covariance.apply(node, edge, g_node, g_edge, ctx.lengths,
+                                                  ctx.threads)
         if g_log_z is not None:
             d_unary = d_unary + g_log_z[:, None, None] * node
             d_transition = d_transition + g_log_z[:, None, None, None] * edge

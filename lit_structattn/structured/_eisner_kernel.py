@@ -200,9 +200,9 @@ class TreeInference(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g_log_z: Tensor | None, g_marginals: Tensor | None, _):
         arcs, marginals = ctx.saved_tensors
-        grad = torch.zeros_like(marginals)
-        if g_marginals is not None:
-            grad = _Covariance.apply(arcs, g_marginals, ctx.lengths, ctx.multiroot, ctx.threads)
+        if g_marginals is None:  # autograd may ask with no cotangent at all
+            return None if g_log_z is None else g_log_z[:, None, None] * marginals, None, None
+        grad = _Covariance.apply(arcs, g_marginals, ctx.lengths, ctx.multiroot, ctx.threads)
         if g_log_z is not None:
             grad = grad + g_log_z[:, None, None] * marginals
         return grad, None, None
