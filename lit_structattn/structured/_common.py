@@ -96,7 +96,10 @@ def precision(scores: Tensor, *others: Tensor) -> tuple[torch.dtype, torch.dtype
 
 
 def full_precision(device: torch.device) -> contextlib.AbstractContextManager:
-    """Autocast off on ``device``: the inference runs in the dtype :func:`precision` chose."""
+    """Autocast off on ``device``: the inference runs in the dtype :func:`precision` chose
+    (nothing to do, and cheaper, where autocast is not on)."""
+    if not torch.is_autocast_enabled(device.type):
+        return contextlib.nullcontext()
     return torch.autocast(device.type, enabled=False)
 
 
@@ -131,6 +134,8 @@ def widened(tensor: Tensor, dtype: torch.dtype) -> Tensor:
     result then reaches the input through this one cast, and the gradient of a half-precision
     input is rounded to its dtype once, not once per result (rounded terms that cancel would
     leave only their rounding errors)."""
+    if tensor.dtype == dtype:
+        return tensor
     with local_autograd():
         return tensor.to(dtype)
 
