@@ -106,7 +106,7 @@ def main() -> None:
         body = (
             "## Marginals, forward + backward, ours vs torch-struct\n\n"
             f"{structured_crf.DESCRIPTION}\n\n{crf_table}\n\n"
-            "Target: <= 1.0x torch-struct at every size (goal 0.5x).\n\n"
+            "Target: <= 0.5x torch-struct at every size.\n\n"
             "## One decoder attention step\n\nScore (bilinear), transform or CRF marginals, "
             "context and the backward pass to the query, best of "
             f"{args.repeats} interleaved rounds.\n\n{step_table}\n\n"

@@ -169,7 +169,7 @@ def marginals_difference(case: Case) -> float:
         arcs = tree_inputs(*case.sizes)["arcs"].requires_grad_()
         ours, theirs = ours_tree(arcs, case.multiroot), torch_struct_tree(arcs, case.multiroot)
     torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=1e-4)
-    return float((ours - theirs).abs().max())
+    return float((ours - theirs).detach().abs().max())
 
 
 # ---------------------------------------------------------------------- memory probe
