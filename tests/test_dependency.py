@@ -1,9 +1,8 @@
 """DependencyCRF against an independent brute-force enumeration of projective trees, its
 gradients, masking, input validation, and precision: float32 at score scales 1 to 1e4 (the
 kernel's float64 fallback included), ``-inf`` arcs, half precision and autocast against float64
-references. Every test runs through both
-algorithms: the compiled inside-outside (numba) and, with it switched off, the torch inside pass
-differentiated by autograd."""
+references. Every test runs through both algorithms: the compiled inside-outside (numba) and,
+with it switched off, the torch inside pass differentiated by autograd."""
 
 from __future__ import annotations
 
