@@ -143,16 +143,20 @@ def test_structured_results_under_inference_mode():
         torch.testing.assert_close(g.clone(), e)
 
 
-def test_half_precision_crfs_fall_back_to_the_torch_path():
-    """The compiled kernels take float32/float64 only; bfloat16 inputs still work."""
+def test_half_precision_crfs_are_computed_in_float32():
+    """bfloat16 potentials are widened to float32 (the compiled kernels take them then) and the
+    results are rounded back to bfloat16."""
     torch.manual_seed(1)
-    unary, transition, arcs = torch.randn(2, 5, 3), torch.randn(3, 3), torch.randn(2, 5, 5)
-    chain = LinearChainCRF(unary.bfloat16(), transition.bfloat16()).marginals
-    tree = DependencyCRF(arcs.bfloat16()).marginals
+    unary, transition, arcs = (t.bfloat16() for t in
+                               (torch.randn(2, 5, 3), torch.randn(3, 3), torch.randn(2, 5, 5)))
+    chain = LinearChainCRF(unary, transition).marginals
+    tree = DependencyCRF(arcs).marginals
     assert chain.dtype == tree.dtype == torch.bfloat16
-    torch.testing.assert_close(chain.float(), LinearChainCRF(unary, transition).marginals,
-                               atol=0.05, rtol=0)
-    torch.testing.assert_close(tree.float(), DependencyCRF(arcs).marginals, atol=0.05, rtol=0)
+    eps = torch.finfo(torch.bfloat16).eps
+    torch.testing.assert_close(chain.float(), LinearChainCRF(unary.float(), transition.float())
+                               .marginals, atol=eps, rtol=eps)
+    torch.testing.assert_close(tree.float(), DependencyCRF(arcs.float()).marginals, atol=eps,
+                               rtol=eps)
 
 
 @pytest.mark.skipif(not _chain_kernel.available(), reason="numba not installed")
