@@ -161,8 +161,9 @@ def test_half_precision_crfs_are_computed_in_float32():
 
 @pytest.mark.skipif(not _chain_kernel.available(), reason="numba not installed")
 def test_compiled_kernels_keep_the_callers_thread_count():
-    """numba's OpenMP layer raises torch's thread count to all cores when it starts; the kernels
-    restore it (a fresh process, so that the layer starts inside the test)."""
+    """numba's OpenMP layer raises torch's thread count to all cores when it starts, and small
+    calls run the kernels on one thread; torch's own count is restored either way (a fresh
+    process, so that the layer starts inside the test)."""
     import subprocess
     import sys
 
@@ -177,5 +178,10 @@ def test_compiled_kernels_keep_the_callers_thread_count():
         "tree = DependencyCRF(torch.randn(2, 4, 4, requires_grad=True), torch.tensor([3, 2]))\n"
         "tree.marginals.sum().backward()\n"
         "assert torch.get_num_threads() == 1, torch.get_num_threads()\n"
+        "torch.set_num_threads(2)\n"  # small calls run on one thread, torch keeps its two
+        "from lit_structattn.attention import csparsemax\n"
+        "csparsemax(torch.randn(4, 6), torch.ones(4, 6))\n"
+        "LinearChainCRF(torch.randn(3, 5, 2), torch.randn(2, 2)).marginals\n"
+        "assert torch.get_num_threads() == 2, torch.get_num_threads()\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=600)

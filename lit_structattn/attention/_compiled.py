@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..common.compiled import available, kernel_threads
+from ..common.compiled import available, kernel_threads, threads_for
 
 
 def usable(z: Tensor) -> bool:
@@ -161,7 +161,7 @@ def solve_csparsemax(z: Tensor, u: Tensor, valid: Tensor | None
     mask = np.ones((1, 1), np.bool_) if valid is None else _rows(valid)
     zr, ur = _rows(z), _rows(u)
     a, free, at_bound = (np.zeros_like(zr) for _ in range(3))
-    with kernel_threads():
+    with kernel_threads(threads_for(zr.size)):
         kernel(zr, ur, np.broadcast_to(mask, zr.shape), a, free, at_bound)
     return tuple(torch.from_numpy(x).reshape(z.shape) for x in (a, free, at_bound))
 
@@ -172,6 +172,6 @@ def solve_csoftmax(z: Tensor, u: Tensor) -> tuple[Tensor, Tensor]:
     _, kernel = _kernels()
     zr, ur = _rows(z), _rows(u)
     a, clamped = np.zeros_like(zr), np.zeros_like(zr)
-    with kernel_threads():
+    with kernel_threads(threads_for(zr.size)):
         kernel(zr, ur, _rows(z.exp()), a, clamped)
     return torch.from_numpy(a).reshape(z.shape), torch.from_numpy(clamped).reshape(z.shape)

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..common.compiled import available, kernel_threads
+from ..common.compiled import available, kernel_threads, threads_for
 
 __all__ = ["ChainInference", "available", "usable"]
 
@@ -189,7 +189,7 @@ class ChainInference(torch.autograd.Function):
         log_z = np.zeros(batch, dtype=u.dtype)
         node = np.zeros((batch, steps, labels), dtype=u.dtype)
         edge = np.zeros((batch, max(steps - 1, 0), labels, labels), dtype=u.dtype)
-        with kernel_threads() as ctx.threads:
+        with kernel_threads(threads_for(unary.numel() * labels)) as ctx.threads:
             forward_kernel(u, transition.detach().numpy(), lengths_np, log_z, node, edge)
         outputs = torch.from_numpy(log_z), torch.from_numpy(node), torch.from_numpy(edge)
         ctx.save_for_backward(*outputs[1:])  # autograd notices if they are changed in place

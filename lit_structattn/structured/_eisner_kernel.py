@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..common.compiled import available, kernel_threads
+from ..common.compiled import available, kernel_threads, threads_for
 from ._chain_kernel import usable
 
 __all__ = ["TreeInference", "available", "run", "usable"]
@@ -185,7 +185,7 @@ class TreeInference(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, arcs: Tensor, lengths: Tensor, multiroot: bool):
-        ctx.threads = torch.get_num_threads()  # for the backward, see kernel_threads
+        ctx.threads = threads_for(arcs.numel() * arcs.shape[-1])  # the backward uses it too
         log_z, marginals, _, ok = run(arcs, None, lengths, multiroot, ctx.threads)
         log_z = torch.from_numpy(log_z).to(arcs.dtype)
         marginals = torch.from_numpy(marginals).to(arcs.dtype)
