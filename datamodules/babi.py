@@ -4,7 +4,10 @@ sentences, questions about them, one-word answers and the ids of the supporting 
 Files: ``qa<N>_<name>_{train,test}.txt`` in one folder (``../shared/data/babi_v1.2_en`` holds the
 1k set; point ``data_dir`` at the release's ``en-10k`` folder for the 10k set, same names). Each
 line is ``<id> <sentence>`` or, for a question, ``<id> <question>\\t<answer>\\t<supporting ids>``;
-ids restart at 1 with every story and questions take ids too.
+ids restart at 1 with every story and questions take ids too. A statement never holds a ``?``
+(none does in the release), so a line with a ``?`` but no tab is a question whose answer was
+lost: :class:`~datamodules.files.MalformedLine`, not a memory fact. A file without questions is
+an :class:`~datamodules.files.EmptyDataFile` naming it.
 
 Each question is one example whose memory holds the last ``memory_size`` statements of its story
 before the question (questions are not memories), oldest first; its supporting-fact ids become
@@ -29,7 +32,7 @@ from pathlib import Path
 import torch
 
 from .batching import EncodedItems, pad_rows
-from .files import MalformedLine, data_root, open_text
+from .files import MalformedLine, data_root, open_text, require_records
 from .splits import SplitDataModule, hold_out
 from .tagging import Vocab
 
@@ -60,9 +63,10 @@ def read_babi(path: Path, task: int, memory_size: int = 25) -> list[Question]:
 
     Raises:
         MalformedLine: a line without a leading id, an id that neither starts a story (1) nor
-            follows the previous one, a question line without exactly three tab-separated
-            fields, an empty answer, or a supporting id that is not an earlier statement of the
-            same story.
+            follows the previous one, a question line (one with a ``?``) without exactly
+            three tab-separated fields, an empty answer, or a supporting id that is not an
+            earlier statement of the same story.
+        EmptyDataFile: a file without questions.
     """
     questions: list[Question] = []
     statements: list[tuple[str, ...]] = []  # of the current story, in order
@@ -82,6 +86,10 @@ def read_babi(path: Path, task: int, memory_size: int = 25) -> list[Question]:
             elif line_id != previous_id + 1:
                 raise MalformedLine(path, number, f"id {line_id} does not follow {previous_id}")
             previous_id = line_id
+            if "\t" not in rest and "?" in rest:
+                raise MalformedLine(path, number, "a question ('?') without its tab-separated "
+                                    "answer and supporting ids: expected "
+                                    "'<id> <question>\\t<answer>\\t<supporting ids>'")
             if "\t" not in rest:
                 slot_of_line[line_id] = len(statements)
                 statements.append(tokenize(rest))
@@ -98,7 +106,7 @@ def read_babi(path: Path, task: int, memory_size: int = 25) -> list[Question]:
             slots = tuple(slot_of_line[int(s)] - first_kept for s in support_ids.split())
             questions.append(Question(task, tuple(statements[first_kept:]), tokenize(query),
                                       answer.strip().lower(), tuple(max(s, -1) for s in slots)))
-    return questions
+    return list(require_records(questions, path, "questions"))
 
 
 def task_file(folder: Path, task: int, split: str) -> Path:
@@ -186,7 +194,13 @@ class BabiDataModule(SplitDataModule):
         if self.datasets:
             return
         train, test = self._read("train"), self._read("test")
-        kept, held_out = hold_out(train, self.hparams.val_fraction, self.hparams.split_seed)
+        fraction = self.hparams.val_fraction
+        kept, held_out = hold_out(train, fraction, self.hparams.split_seed)
+        if fraction > 0:  # the validation split is carved from the training files
+            files = ", ".join(str(task_file(self.folder(), t, "train")) for t in self.tasks)
+            require_records(held_out, files, "validation questions",
+                            f"val_fraction={fraction} of {len(train)} training questions "
+                            "holds out none")
         splits = {"train": kept, "val": held_out, "test": test}
         self.vocab = Vocab(word for q in splits["train"]
                                for word in (*(w for s in q.memory for w in s), *q.query, q.answer))

@@ -10,8 +10,12 @@ for the rare ``I-`` that starts a chunk).
 
 Files: English ``eng.train`` / ``eng.testa`` (dev) / ``eng.testb`` (test) in folder
 ``conll2003_en``; Spanish ``esp.train`` / ``esp.testa`` / ``esp.testb`` in ``conll2002_es``.
-Encoding: the original CoNLL-2002 distribution is latin-1, the NLTK copy (the shared one) is
-UTF-8; the default ``encoding="auto"`` reads UTF-8 when a file decodes as UTF-8, else latin-1.
+Encoding: the NLTK copy of CoNLL-2002 (the shared one) and CoNLL-2003 are UTF-8, the default;
+the original CoNLL-2002 distribution is latin-1: read it with ``encoding="latin-1"`` (``encoding:
+latin-1`` under ``data.init_args`` in a config). Decoding is strict: a byte that is not valid in
+the encoding is a :class:`~datamodules.files.MalformedLine` naming file, line and byte offset,
+never a silent re-read in another encoding. An empty file is an
+:class:`~datamodules.files.EmptyDataFile` naming it.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from .files import MalformedLine, open_text
+from .files import MalformedLine, check_encoding, open_text, require_records
 from .tagging import TaggedSentence, TaggingDataModule, label_names, sentences_from_columns
 
 DOCSTART = "-DOCSTART-"
@@ -69,14 +73,15 @@ def iob1_to_iob2(tags: Sequence[str]) -> list[str]:
     return converted
 
 
-def read_conll_ner(path: str | os.PathLike, encoding: str = "auto") -> list[TaggedSentence]:
+def read_conll_ner(path: str | os.PathLike, encoding: str = "utf-8") -> list[TaggedSentence]:
     """The ``(word, NER tag)`` sentences of a CoNLL-2002/2003 file, tags converted to IOB2.
 
     Raises :class:`~datamodules.files.MalformedLine` (naming ``file:line``) for a token line with
     fewer than 2 columns or with a different number of columns than the file's first token line,
-    and for an invalid tag.
+    and for an invalid tag or a byte not valid in ``encoding``;
+    :class:`~datamodules.files.EmptyDataFile` for a file without sentences.
     """
-    return list(_iter_conll_ner(Path(path), encoding))
+    return list(require_records(list(_iter_conll_ner(Path(path), encoding)), path, "sentences"))
 
 
 def _iter_conll_ner(path: Path, encoding: str) -> Iterator[TaggedSentence]:
@@ -116,8 +121,9 @@ class CoNLLNERDataModule(TaggingDataModule):
             :func:`~datamodules.files.data_root`) when they are not given.
         train_file, val_file, test_file: file names in ``data_dir`` (default per language:
             ``*.train``, ``*.testa``, ``*.testb``); plain or gzip-compressed.
-        encoding: a codec name or ``"auto"`` (UTF-8 if the file decodes as UTF-8, else latin-1;
-            the original CoNLL-2002 files are latin-1, NLTK's copy UTF-8).
+        encoding: the files' codec, ``"utf-8"`` by default (CoNLL-2003 and NLTK's CoNLL-2002,
+            the shared copies); ``"latin-1"`` for the original CoNLL-2002 distribution. Never
+            guessed: a byte that does not decode is an error naming file, line and offset.
         hub_name, hub_config: e.g. ``"conll2003"`` or ``"conll2002"``, ``"es"`` (columns
             ``tokens`` and ``ner_tags``), used only when ``data_dir`` is None.
         max_train_length: as in :class:`~datamodules.tagging.TaggingDataModule` (default 50 as
@@ -135,12 +141,13 @@ class CoNLLNERDataModule(TaggingDataModule):
         train_file: str | None = None,
         val_file: str | None = None,
         test_file: str | None = None,
-        encoding: str = "auto",
+        encoding: str = "utf-8",
         hub_name: str | None = None,
         **kwargs,
     ) -> None:
         if language not in LANGUAGES:
             raise ValueError(f"language must be one of {sorted(LANGUAGES)}, got {language!r}")
+        check_encoding(encoding)
         super().__init__(data_dir=data_dir, hub_name=hub_name, **kwargs)
         spec = LANGUAGES[language]
         self.default_folder = spec["folder"]

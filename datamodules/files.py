@@ -7,20 +7,27 @@
 - :func:`atomic_path`: write a cache file so that a concurrent reader sees all of it or none.
 - :func:`require_files`: fail early with a message that lists the expected files, the folder and
   where such data comes from.
-- :func:`open_text`: plain or gzip-compressed text, UTF-8 by default, ``"auto"`` for UTF-8 with a
-  latin-1 fallback (the original CoNLL-2002 files are latin-1).
+- :func:`open_text`: plain or gzip-compressed text, UTF-8 by default or the codec named; a byte
+  that does not decode is a :class:`MalformedLine` naming the file, line and byte offset (no
+  silent fallback to another encoding: a latin-1 file, such as the original CoNLL-2002
+  distribution, is read with ``encoding="latin-1"`` named explicitly).
+- :func:`check_encoding`: an encoding argument checked at construction.
+- :func:`require_records`: the check every reader applies to what it read from a file: an empty
+  file (or one with nothing but skipped lines) is an :class:`EmptyDataFile` naming the file.
 - :class:`MalformedLine`: the error every reader raises for a bad line, naming ``file:line``.
 """
 
 from __future__ import annotations
 
+import codecs
 import gzip
-import io
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, TypeVar
+
+T = TypeVar("T")
 
 DATA_ENV_VAR = "STRUCTATTN_DATA"
 CACHE_ENV_VAR = "STRUCTATTN_CACHE"
@@ -93,28 +100,103 @@ def require_files(
     return folder
 
 
+def check_encoding(encoding: str) -> str:
+    """``encoding`` if it names a Python codec, else ``ValueError`` (raised where a DataModule is
+    built, not when its files are first read)."""
+    if encoding == "auto":
+        raise ValueError("encoding='auto' (UTF-8 with a silent latin-1 fallback) is no longer "
+                         "supported: files are read as UTF-8 unless another encoding is named, "
+                         "e.g. encoding='latin-1' for the original CoNLL-2002 distribution")
+    try:
+        codecs.lookup(encoding)
+    except (LookupError, TypeError):
+        raise ValueError(f"unknown encoding {encoding!r} (a Python codec name such as 'utf-8' "
+                         "or 'latin-1')") from None
+    return encoding
+
+
 def open_text(path: str | os.PathLike, encoding: str = "utf-8") -> TextIO:
     """Open a text file for reading, gzip-compressed or not (told by its first bytes).
 
-    ``encoding`` is any Python codec, or ``"auto"``: UTF-8 when the whole file decodes as UTF-8,
-    latin-1 otherwise (the file is then read into memory once to decide). Newlines are universal
-    (``\\r\\n`` reads as ``\\n``). Use it as a context manager.
+    ``encoding`` is any Python codec (default UTF-8); decoding is strict: a byte sequence that is
+    not valid in ``encoding`` raises :class:`MalformedLine` naming the file, the line and the
+    byte offset (of the uncompressed text), with the advice to name the file's encoding. Newlines
+    are universal (``\\r\\n`` reads as ``\\n``). Use it as a context manager.
     """
     path = Path(path)
+    check_encoding(encoding)
     with path.open("rb") as raw:
         compressed = raw.read(2) == _GZIP_MAGIC
-    if encoding == "auto":
-        opener = gzip.open if compressed else open
-        with opener(path, "rb") as raw:
-            data = raw.read()
-        return io.StringIO(_decode_auto(data), newline=None)
     if compressed:
-        return gzip.open(path, "rt", encoding=encoding, newline=None)
-    return path.open("r", encoding=encoding, newline=None)
+        handle = gzip.open(path, "rt", encoding=encoding, newline=None)
+    else:
+        handle = path.open("r", encoding=encoding, newline=None)
+    return _CheckedText(handle, path, encoding, compressed)  # type: ignore[return-value]
+
+
+class _CheckedText:
+    """A text file whose decoding errors become :class:`MalformedLine` with file, line and byte
+    offset (found by decoding the raw bytes again, only when an error happened)."""
+
+    def __init__(self, handle: TextIO, path: Path, encoding: str, compressed: bool) -> None:
+        self._handle, self._path = handle, path
+        self._encoding, self._compressed = encoding, compressed
+
+    def __enter__(self) -> _CheckedText:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._handle.close()
+
+    def __iter__(self) -> _CheckedText:
+        return self
+
+    def __next__(self) -> str:
+        try:
+            return next(self._handle)
+        except UnicodeDecodeError as error:
+            raise self._located(error) from None
+
+    def read(self, size: int = -1) -> str:
+        try:
+            return self._handle.read(size)
+        except UnicodeDecodeError as error:
+            raise self._located(error) from None
+
+    def readline(self, size: int = -1) -> str:
+        try:
+            return self._handle.readline(size)
+        except UnicodeDecodeError as error:
+            raise self._located(error) from None
+
+    def _located(self, error: UnicodeDecodeError) -> MalformedLine:
+        with (gzip.open if self._compressed else open)(self._path, "rb") as raw:
+            data = raw.read()
+        try:
+            data.decode(self._encoding)
+        except UnicodeDecodeError as found:
+            error = found
+            offset = found.start
+        else:  # not reproducible on the whole file: report what the stream saw
+            offset = -1
+        if offset < 0:
+            return MalformedLine(self._path, 1, f"not valid {self._encoding}: {error.reason}")
+        line = data.count(b"\n", 0, offset) + 1
+        where = "uncompressed byte offset" if self._compressed else "byte offset"
+        return MalformedLine(
+            self._path, line,
+            f"not valid {self._encoding}: byte 0x{data[offset]:02x} at {where} {offset} "
+            f"({error.reason}). The file is read as {self._encoding}; if it is in another "
+            "encoding, name it (encoding: latin-1 in the data config, or encoding='latin-1' "
+            "for the DataModule); if it should be UTF-8, the file is damaged")
 
 
 def detect_encoding(path: str | os.PathLike) -> str:
-    """``"utf-8"`` if the (possibly gzip-compressed) file decodes as UTF-8, else ``"latin-1"``."""
+    """``"utf-8"`` if the (possibly gzip-compressed) file decodes as UTF-8, else ``"latin-1"``
+    (a diagnostic: readers never fall back silently, see :func:`open_text`)."""
     path = Path(path)
     with path.open("rb") as raw:
         compressed = raw.read(2) == _GZIP_MAGIC
@@ -127,11 +209,30 @@ def detect_encoding(path: str | os.PathLike) -> str:
     return "utf-8"
 
 
-def _decode_auto(data: bytes) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return data.decode("latin-1")
+class EmptyDataFile(ValueError):
+    """A data file with nothing to read (empty, or only blank or skipped lines); the message
+    names the file. Attributes: ``path``, ``what`` (e.g. ``"sentences"``) and ``detail`` (why
+    there is nothing, when it is not simply an empty file)."""
+
+    def __init__(self, path: str | os.PathLike, what: str, detail: str = "") -> None:
+        self.path, self.what, self.detail = Path(path), what, detail
+        why = detail or "the file is empty or holds only blank or skipped lines"
+        super().__init__(f"{self.path}: no {what} ({why}). Every split read from a file must "
+                         "hold data: an empty training split cannot train, an empty "
+                         "validation split leaves the monitored metric and the best "
+                         "checkpoint undefined")
+
+    def __reduce__(self):  # picklable across DataLoader workers / DDP processes
+        return type(self), (self.path, self.what, self.detail)
+
+
+def require_records(records: Sequence[T], path: str | os.PathLike, what: str,
+                    detail: str = "") -> Sequence[T]:
+    """``records`` (what a reader got from ``path``) if there is at least one, else
+    :class:`EmptyDataFile` naming ``path``. Every reader of the project calls it."""
+    if not records:
+        raise EmptyDataFile(path, what, detail)
+    return records
 
 
 class MalformedLine(ValueError):

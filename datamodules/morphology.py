@@ -22,7 +22,7 @@ import torch
 from lit_structattn.choices import check_choice
 
 from .batching import EncodedItems, seq2seq_batch
-from .files import MalformedLine, data_root, open_text
+from .files import MalformedLine, data_root, open_text, require_records
 from .splits import SplitDataModule
 
 POS = ("noun", "verb")
@@ -67,6 +67,7 @@ def read_inflections(path: Path) -> list[tuple[str, str, str]]:
 
     Raises:
         MalformedLine: a line without exactly three non-empty comma-separated fields.
+        EmptyDataFile: a file without lines.
     """
     rows = []
     with open_text(path) as lines:
@@ -75,7 +76,7 @@ def read_inflections(path: Path) -> list[tuple[str, str, str]]:
             if len(fields) != 3 or not all(fields):
                 raise MalformedLine(path, number, "expected inflected_form,lemma,feature_bundle")
             rows.append((fields[0], fields[1], fields[2]))
-    return rows
+    return list(require_records(rows, path, "inflections"))
 
 
 def source_symbols(lemma: str, bundle: str) -> list[str]:
@@ -126,13 +127,18 @@ class InflectionDataModule(SplitDataModule):
         data_dir = self.hparams.data_dir
         return Path(data_dir).expanduser() if data_dir else data_root() / "wiktionary_morphology_de"
 
+    def _lemma_file(self, split: str) -> Path:
+        return self.folder() / f"base_forms_de_{self.hparams.pos}_{SPLIT_FILES[split]}.txt"
+
     def _lemmas(self, split: str) -> set[str]:
-        path = self.folder() / f"base_forms_de_{self.hparams.pos}_{SPLIT_FILES[split]}.txt"
+        path = self._lemma_file(split)
         if not path.is_file():
             raise FileNotFoundError(f"{path} is missing: expected the Wiktionary morphology 1.1 "
                                     "files (inflections_de_*.csv, base_forms_de_*_*.txt)")
         with open_text(path) as lines:
-            return {line.strip() for line in lines if line.strip()}
+            lemmas = {line.strip() for line in lines if line.strip()}
+        require_records(list(lemmas), path, "lemmas")
+        return lemmas
 
     def setup(self, stage: str | None = None) -> None:
         """Read the inflection table and split it by lemma (once; later calls no-op)."""
@@ -145,6 +151,9 @@ class InflectionDataModule(SplitDataModule):
         rows = read_inflections(table)
         splits = {split: [row for row in rows if row[1] in lemmas]
                   for split, lemmas in ((s, self._lemmas(s)) for s in SPLIT_FILES)}
+        for split, examples in splits.items():
+            require_records(examples, self._lemma_file(split), f"{split} inflections",
+                            f"none of its lemmas has a row in {table.name}")
         self.vocab = SymbolVocab(symbol for form, lemma, bundle in splits["train"]
                                  for symbol in (*source_symbols(lemma, bundle), *form))
         self.datasets = {split: InflectionDataset(examples, self.vocab)

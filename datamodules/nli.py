@@ -37,7 +37,7 @@ import torch
 from lit_structattn.choices import check_choice
 
 from .batching import EncodedItems, pad_rows
-from .files import MalformedLine, data_root, open_text, require_files
+from .files import MalformedLine, data_root, open_text, require_files, require_records
 from .hub import load_hub_dataset
 from .splits import SplitDataModule, hold_out
 from .tagging import Vocab
@@ -76,7 +76,8 @@ def read_snli(path: str | Path, lowercase: bool = True) -> list[NLIPair]:
 
     Raises :class:`~datamodules.files.MalformedLine` (``file:line``) for a line that is not a
     JSON object with ``sentence1``, ``sentence2`` and ``gold_label``, for an unknown label and
-    for an empty sentence.
+    for an empty sentence; :class:`~datamodules.files.EmptyDataFile` for a file without labeled
+    pairs.
     """
     pairs = []
     with open_text(path) as lines:
@@ -103,7 +104,7 @@ def read_snli(path: str | Path, lowercase: bool = True) -> list[NLIPair]:
             if not all(words):
                 raise MalformedLine(path, number, "empty premise or hypothesis")
             pairs.append(NLIPair(words[0], words[1], label))
-    return pairs
+    return list(require_records(pairs, path, "labeled pairs"))
 
 
 def read_sick(path: str | Path, lowercase: bool = True) -> dict[str, list[NLIPair]]:
@@ -111,7 +112,8 @@ def read_sick(path: str | Path, lowercase: bool = True) -> dict[str, list[NLIPai
     column TRAIN/TRIAL/TEST).
 
     Raises :class:`~datamodules.files.MalformedLine` for a line without 12 tab-separated columns,
-    an unknown label or set, or an empty sentence.
+    an unknown label or set, or an empty sentence; :class:`~datamodules.files.EmptyDataFile` if
+    a split has no pair.
     """
     splits: dict[str, list[NLIPair]] = {split: [] for split in SICK_SPLITS.values()}
     with open_text(path) as lines:
@@ -133,6 +135,9 @@ def read_sick(path: str | Path, lowercase: bool = True) -> dict[str, list[NLIPai
             if not premise or not hypothesis:
                 raise MalformedLine(path, number, "empty sentence_A or sentence_B")
             splits[SICK_SPLITS[semeval_set]].append(NLIPair(premise, hypothesis, label))
+    for semeval_set, split in SICK_SPLITS.items():
+        require_records(splits[split], path, f"{split} pairs",
+                        f"no line with SemEval_set {semeval_set}")
     return splits
 
 
@@ -271,6 +276,9 @@ class NLIDataModule(SplitDataModule):
         if h.protocol == "full":
             return {"train": read["train"], "val": read["dev"], "test": read["test"]}
         kept, held_out = hold_out(read["dev"], h.val_fraction, h.seed)
+        require_records(held_out, folder / names["dev"], "validation pairs",
+                        f"val_fraction={h.val_fraction} of {len(read['dev'])} dev pairs holds "
+                        "out none")
         return {"train": kept, "val": held_out, "test": read["test"]}
 
     def _hub_split(self, split: str) -> list[NLIPair]:

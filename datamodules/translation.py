@@ -43,7 +43,7 @@ from lit_structattn.choices import check_choice
 from .alignment import Links, align
 from .batching import EncodedItems, seq2seq_batch
 from .fertility import guided_fertility_table, lookup_fertilities
-from .files import MalformedLine, atomic_path, cache_root, data_root, open_text
+from .files import MalformedLine, atomic_path, cache_root, data_root, open_text, require_records
 from .hub import load_hub_dataset
 from .splits import SplitDataModule
 
@@ -200,7 +200,8 @@ def read_parallel(src_file: Path, tgt_file: Path) -> list[tuple[str, str]]:
 
     Raises:
         MalformedLine: the files differ in length (the first line one of them lacks is named)
-            or a line is empty on one side only.
+            or a line is empty on one side only, or a byte is not valid UTF-8.
+        EmptyDataFile: no sentence pair (both files empty or blank).
     """
     with open_text(src_file) as f:
         src = f.read().split("\n")
@@ -218,7 +219,9 @@ def read_parallel(src_file: Path, tgt_file: Path) -> list[tuple[str, str]]:
         if bool(s.strip()) != bool(t.strip()):
             empty = src_file if not s.strip() else tgt_file
             raise MalformedLine(empty, number, "empty line opposite a non-empty one")
-    return [(s.strip(), t.strip()) for s, t in zip(src, tgt, strict=True) if s.strip()]
+    pairs = [(s.strip(), t.strip()) for s, t in zip(src, tgt, strict=True) if s.strip()]
+    return list(require_records(pairs, src_file, "sentence pairs",
+                                f"{src_file.name} and {tgt_file.name} hold no non-blank line"))
 
 
 Item = tuple[list[int], list[int], int, list[float] | None]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .files import MalformedLine, open_text
+from .files import MalformedLine, check_encoding, open_text, require_records
 from .tagging import TaggedSentence, TaggingDataModule, label_names
 
 CONLLU_COLUMNS = 10
@@ -28,9 +28,13 @@ def read_conllu(path: str | os.PathLike, encoding: str = "utf-8") -> list[Tagged
 
     Raises :class:`~datamodules.files.MalformedLine` (naming ``file:line``) for a line with a
     number of tab-separated columns other than 10, an ID that is not an integer, a range
-    ``a-b`` or a decimal ``a.b``, an integer ID out of sequence, or an empty FORM/UPOS.
+    ``a-b`` or a decimal ``a.b``, an integer ID out of sequence, an empty FORM/UPOS, or a byte
+    not valid in ``encoding``; :class:`~datamodules.files.EmptyDataFile` for a file without
+    sentences.
     """
-    return [TaggedSentence(words, tags) for words, tags, _ in _iter_conllu(Path(path), encoding)]
+    sentences = [TaggedSentence(words, tags)
+                 for words, tags, _ in _iter_conllu(Path(path), encoding)]
+    return list(require_records(sentences, path, "sentences"))
 
 
 @dataclass(frozen=True)
@@ -46,7 +50,8 @@ def read_conllu_trees(path: str | os.PathLike, encoding: str = "utf-8") -> list[
     """The ``(FORM, HEAD)`` sentences of a CoNLL-U file (plain or ``.gz``), with the checks of
     :func:`read_conllu` and also :class:`~datamodules.files.MalformedLine` for a HEAD that is not
     an integer in ``[0, sentence length]`` or that points at the word itself."""
-    return [DependencyTree(words, heads) for words, _, heads in _iter_conllu(Path(path), encoding)]
+    trees = [DependencyTree(words, heads) for words, _, heads in _iter_conllu(Path(path), encoding)]
+    return list(require_records(trees, path, "sentences"))
 
 
 def _iter_conllu(
@@ -115,7 +120,8 @@ class UDPOSDataModule(TaggingDataModule):
 
     Args:
         train_file, val_file, test_file: CoNLL-U file names in ``data_dir`` (plain or ``.gz``).
-        encoding: of the files (CoNLL-U is UTF-8).
+        encoding: of the files (CoNLL-U is UTF-8, the default); strict, see
+            :func:`~datamodules.files.open_text`.
         hub_name, hub_config: e.g. ``"universal_dependencies"``, ``"en_ewt"`` (columns
             ``tokens`` and ``upos``), used only when ``data_dir`` is None.
         Others: see :class:`~datamodules.tagging.TaggingDataModule`.
@@ -140,6 +146,7 @@ class UDPOSDataModule(TaggingDataModule):
         hub_config: str | None = "en_ewt",
         **kwargs,
     ) -> None:
+        check_encoding(encoding)
         super().__init__(data_dir=data_dir, hub_name=hub_name, hub_config=hub_config, **kwargs)
 
     def _files(self) -> dict[str, str]:

@@ -20,7 +20,7 @@ from typing import Any
 
 from lightning.pytorch.utilities import rank_zero_warn
 
-from .files import MalformedLine, open_text, require_files
+from .files import MalformedLine, check_encoding, open_text, require_files, require_records
 from .tagging import (
     SentenceEncoder,
     TaggedSentence,
@@ -40,7 +40,9 @@ def read_word_qe(prefix: str | os.PathLike, encoding: str = "utf-8") -> list[Tag
     Raises :class:`~datamodules.files.MalformedLine` (naming ``file:line``) if the files have
     different numbers of lines, a sentence is empty, the tag count differs from the MT word count,
     a tag is not OK/BAD, or an alignment pair is not ``i-j`` with ``i`` < source length and
-    ``j`` < MT length.
+    ``j`` < MT length, or a byte is not valid in ``encoding``;
+    :class:`~datamodules.files.EmptyDataFile` (naming the ``.mt`` file) for a split without
+    sentences.
     """
     prefix = Path(prefix)
     paths = {ext: prefix.with_name(f"{prefix.name}.{ext}") for ext in EXTENSIONS}
@@ -57,6 +59,8 @@ def read_word_qe(prefix: str | os.PathLike, encoding: str = "utf-8") -> list[Tag
             raise MalformedLine(paths[shorter], min(len(lines[ext]), count) + 1,
                                 f"{paths[ext].name} has {len(lines[ext])} lines but "
                                 f"{paths['mt'].name} has {count}; the files must be line-aligned")
+    require_records(lines["mt"], paths["mt"], "sentences",
+                    f"the files {prefix.name}.{{{','.join(EXTENSIONS)}}} are empty")
     sentences = []
     for index in range(count):
         number = index + 1
@@ -97,7 +101,7 @@ class WordQEDataModule(TaggingDataModule):
             ``wmt_qe_word_en_de_sample`` folder under :func:`~datamodules.files.data_root`).
         train_prefix, val_prefix, test_prefix: file-name stems of the splits. A test split
             without a ``.tags`` file is replaced by the validation split (with a warning).
-        encoding: of the files.
+        encoding: of the files (default UTF-8; strict, see :func:`~datamodules.files.open_text`).
         hub_name, hub_config: e.g. ``"wmt/wmt20_mlqe_task2"``, ``"en-de"`` (columns
             ``translation`` {src, tgt}, ``mt_tags`` with or without gap tags, ``alignments``),
             used only when ``data_dir`` is None.
@@ -128,6 +132,7 @@ class WordQEDataModule(TaggingDataModule):
         hub_name: str | None = None,
         **kwargs,
     ) -> None:
+        check_encoding(encoding)
         super().__init__(data_dir=data_dir, hub_name=hub_name, **kwargs)
         self.source_vocab: Vocab | None = None
         self.test_is_val = False

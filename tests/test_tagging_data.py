@@ -267,13 +267,14 @@ def test_ner_malformed_lines(tmp_path, line, problem):
         read_conll_ner(path)
 
 
-def test_latin1_files_read_with_auto_encoding(tmp_path):
+def test_latin1_files_read_when_the_encoding_is_named(tmp_path):
     path = tmp_path / "esp.train"
     path.write_bytes("España NP B-LOC\nmañana NC O\n".encode("latin-1"))
     assert detect_encoding(path) == "latin-1"
-    assert read_conll_ner(path)[0].words == ("España", "mañana")
-    with pytest.raises(UnicodeDecodeError):
-        read_conll_ner(path, encoding="utf-8")
+    assert read_conll_ner(path, encoding="latin-1")[0].words == ("España", "mañana")
+    with pytest.raises(MalformedLine, match=r"esp\.train:1: not valid utf-8: byte 0xf1 at byte "
+                       r"offset 4 .*encoding: latin-1"):
+        read_conll_ner(path)  # UTF-8 by default, no guessing
 
 
 def _write_qe(folder, prefix, src, mt, tags, align):

@@ -63,6 +63,8 @@ class TranslationTask(Task):
         fertility, sink, exhaustion_bonus, coverage_vector: constrained attention and
             COVVECTOR, see ``Seq2Seq``; ``sink`` must match the data's. Batches with a
             ``fertility`` tensor (GUIDED / PREDICTED) override the constant ``fertility``.
+            Constrained attention with the sink refuses a constant ``fertility`` below 1
+            (``ValueError``): the source words would get almost no attention.
         tie_embeddings: one matrix for the source and target embeddings and the output layer
             (the vocabulary is joint).
         output, joint_k, test_joint_k: the output layer (``soft``, ``beam_joint``,
@@ -131,6 +133,14 @@ class TranslationTask(Task):
             encoder="bilstm", encoder_dim=encoder_dim, tie_embeddings=tie_embeddings,
             output=output, joint_k=joint_k, init_range=init_range, decoder_init=decoder_init,
         )
+        if self.model.constrained and sink and fertility < 1:
+            raise ValueError(
+                f"fertility={fertility} with {attention} attention and the <SINK> token: every "
+                "source word may receive at most that much attention over the whole "
+                "translation, so nearly all of it goes to the sink and the model learns to "
+                "ignore the source (BLEU 0). Use a CONSTANT fertility >= 1 (the paper's f = 2 "
+                "or 3, configs/translation/rows/csparsemax_constant_f2.yaml), or "
+                "fertility_strategy: guided / predicted in the data config")
         self.nll = torch.nn.ModuleDict({split: MeanMetric() for split in ("val", "test")})
         self.penalty = {"alpha": alpha, "length_penalty": length_penalty,
                         "coverage_penalty": coverage_penalty, "min_attention": min_attention}
