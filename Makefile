@@ -6,7 +6,11 @@ STAMP := .make/installed
 export HF_HUB_OFFLINE = 1
 export HF_DATASETS_OFFLINE = 1
 
-.PHONY: install demo test bench lint clean
+TABLE ?= tree_transduction
+BUDGET ?= cpu
+SEEDS ?= 3
+
+.PHONY: install demo reproduce test bench lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -c "import torch" 2>/dev/null || $(PYTHON) -m pip install "torch==$(TORCH_CPU)"
@@ -17,9 +21,11 @@ install: $(STAMP)
 
 demo: install  ## the main job: simple vs structured attention on tree transduction (~7 min)
 	$(PYTHON) -m lit_structattn.cli reproduce tree_transduction --budget demo --seeds 1 \
-		--rows simple structured --root runs/demo --report runs/demo/tree_transduction.md \
-		--results runs/demo/results
+		--rows simple structured --root runs/demo
 	@echo "TensorBoard logs (attention figures, parses): tensorboard --logdir runs/demo"
+
+reproduce: install  ## maintainers: TABLE=... BUDGET=... SEEDS=...; updates reports/ and its ledger
+	$(PYTHON) -m lit_structattn.cli reproduce $(TABLE) --budget $(BUDGET) --seeds $(SEEDS) --ledger
 
 test: install  ## the test suite
 	$(PYTHON) -m pytest

@@ -4,25 +4,51 @@
     structattn test --config configs/demo/needle.yaml --ckpt_path last
     structattn fit --print_config --config configs/demo/needle.yaml
     structattn reproduce tree_transduction --budget cpu --seeds 3
+    structattn --version
 
 Models and data are chosen in the config by ``class_path`` (e.g.
 ``lit_structattn.tasks.SequenceClassifier`` and ``datamodules.NeedleDataModule``).
+
+A user error (an unknown name or config key, a malformed data file, infeasible bounds) ends the
+command with one short message on stderr and exit status 2; ``--debug`` (anywhere on the command
+line) or ``STRUCTATTN_DEBUG=1`` shows the traceback instead.
 """
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import os
+import re
 import sys
+import traceback
+from argparse import ArgumentError
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import lightning as L
 import torch
-from lightning.pytorch.cli import LightningCLI
+from jsonargparse import ArgumentParser, Namespace
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from .allocator import steady_allocator
 
+REPRODUCE_HELP = ("Train, test and report the rows of a paper's table over seeds (budgets ci, "
+                  "demo, cpu, paper; see structattn reproduce --help).")
+
+
+def package_version() -> str:
+    """The installed version of ``lit_structattn`` (``unknown`` when it is not installed)."""
+    try:
+        return version("lit_structattn")
+    except PackageNotFoundError:
+        return "unknown"
+
 
 class StructAttnCLI(LightningCLI):
-    """LightningCLI with three changes to ``--ckpt_path``.
+    """LightningCLI whose parsers take options by their full name only, raise their errors to
+    :func:`main` (which words them) and list ``--version``, ``--debug`` and ``reproduce``,
+    with three changes to ``--ckpt_path``.
 
     * ``last`` and ``best`` name the newest ``last.ckpt`` under ``trainer.default_root_dir``
       and the best checkpoint recorded in it, in any process (Lightning resolves them only
@@ -35,6 +61,35 @@ class StructAttnCLI(LightningCLI):
       not fit the configuration is refused with the differing hyper-parameters named (see
       :class:`~lit_structattn.tasks.base.Task`).
     """
+
+    def init_parser(self, **kwargs) -> LightningArgumentParser:
+        """Every parser (main and subcommands) takes options only by their full name:
+        ``--trainer.max_epoch`` is an error, not ``--trainer.max_epochs``."""
+        kwargs.setdefault("allow_abbrev", False)
+        kwargs.setdefault("exit_on_error", False)  # errors reach main(), which words them
+        return super().init_parser(**kwargs)
+
+    def setup_parser(self, add_subcommands: bool, main_kwargs: dict, subparser_kwargs: dict):
+        """Lightning's parser, with ``--version``, ``--debug`` and ``reproduce`` in its help
+        (``reproduce`` and ``--debug`` are handled by :func:`main` before it parses)."""
+        main_kwargs.setdefault("prog", "structattn")
+        super().setup_parser(add_subcommands, main_kwargs, subparser_kwargs)
+        self.parser.add_argument("--version", action="version",
+                                 version=f"structattn {package_version()}")
+        self.parser.add_argument("--debug", action="store_true",
+                                 help="show the traceback of an error (also STRUCTATTN_DEBUG=1)")
+        if add_subcommands:
+            self.parser._subcommands_action.add_subcommand(
+                "reproduce", ArgumentParser(description=REPRODUCE_HELP), help=REPRODUCE_HELP)
+
+    def parse_arguments(self, parser: LightningArgumentParser, args) -> None:
+        """Parses ``args`` without Lightning's warning about ``args`` given beside
+        ``sys.argv``: :func:`main` hands over the command line it read (without ``--debug``)
+        and the reproduction runner a run's own arguments, so both are always meant."""
+        if isinstance(args, (dict, Namespace)):
+            self.config = parser.parse_object(args)
+        else:
+            self.config = parser.parse_args(args)
 
     def _parse_ckpt_path(self) -> None:  # replaces LightningCLI's hyper-parameter override
         subcommand = self.config.get("subcommand")
@@ -106,15 +161,109 @@ def build_cli(args: list[str] | None = None, run: bool = True) -> LightningCLI:
 
 
 def main(args: list[str] | None = None) -> None:
-    """Entry point of ``structattn fit|validate|test|predict|reproduce``."""
-    args = sys.argv[1:] if args is None else args
-    steady_allocator()  # freed tensors stay in the heap: no page faults on every CPU step
-    if args and args[0] == "reproduce":
-        from .reproduce import main as reproduce
+    """Entry point of ``structattn fit|validate|test|predict|reproduce``.
 
-        reproduce(args[1:])
-        return
-    build_cli(args)
+    A user error exits with status 2 and one short message (see :func:`user_error`), unless
+    ``--debug`` is on the command line or ``STRUCTATTN_DEBUG=1``: then its traceback shows.
+    """
+    args = list(sys.argv[1:] if args is None else args)
+    debug = "--debug" in args or os.environ.get("STRUCTATTN_DEBUG", "") not in ("", "0")
+    args = [arg for arg in args if arg != "--debug"]
+    steady_allocator()  # freed tensors stay in the heap: no page faults on every CPU step
+    try:
+        if args and args[0] == "reproduce":
+            from .reproduce import main as reproduce
+
+            reproduce(args[1:])
+            return
+        build_cli(args)
+    except USER_ERRORS as error:
+        if debug:
+            raise
+        print(f"structattn: error: {user_error(error)}\n(run with --debug for the traceback)",
+              file=sys.stderr)
+        sys.exit(2)
+
+
+USER_ERRORS = (ArgumentError, ValueError, FileNotFoundError, NotADirectoryError)
+
+
+def user_error(error: BaseException) -> str:
+    """The message a user needs from ``error``: that of the innermost exception raised outside
+    jsonargparse (the project's own "unknown X; valid: ..." rather than jsonargparse's union
+    dump around it), with the class being built when the error came from its constructor."""
+    chain, seen = [], set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        chain.append(error)
+        error = error.__cause__ or error.__context__
+    own = [e for e in chain if isinstance(e, USER_ERRORS) and not _raised_in(e, "jsonargparse")]
+    chosen = own[-1] if own else chain[0]
+    if isinstance(chosen, ArgumentError):
+        return parser_message(str(chosen))
+    message = str(chosen)
+    built = _class_being_built(chosen)
+    return f"{message}\n  (in {built})" if built else message
+
+
+def parser_message(text: str) -> str:
+    """jsonargparse's error ``text`` without its dump: the key, then the reasons given by the
+    types it tried (not the ``NoneType`` alternative), with the options a class accepts when
+    one was refused."""
+    lines = text.splitlines()
+    if "Errors:" not in text:
+        return "\n".join(line for line in lines if not line.lstrip().startswith("Given value"))
+    start = next(i for i, line in enumerate(lines) if line.strip() == "Errors:") + 1
+    reasons = []
+    for line in lines[start:]:
+        stripped = line.strip()
+        if stripped.startswith(("Given value", "Subtypes:")):
+            break
+        if stripped and "Expected a <class 'NoneType'>" not in stripped:
+            reasons.append(stripped.removeprefix("- "))
+    message = " ".join([lines[0].strip(), *reasons])
+    refused = re.search(r"class_path '([\w.]+)'.*Option '(\w+)' is not accepted", message)
+    if refused:
+        options = _init_options(refused.group(1))
+        if options:
+            message += f"; valid: {', '.join(options)}"
+    return message
+
+
+def _init_options(class_path: str) -> list[str]:
+    """The keyword arguments the constructor of ``class_path`` takes (empty if unknown)."""
+    module, _, name = class_path.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+        parameters = inspect.signature(cls.__init__).parameters.values()
+    except (ImportError, AttributeError, TypeError, ValueError):
+        return []
+    return [p.name for p in parameters if p.name != "self"
+            and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+
+def _frames(error: BaseException):
+    return [frame for frame, _ in traceback.walk_tb(error.__traceback__)]
+
+
+def _raised_in(error: BaseException, package: str) -> bool:
+    frames = _frames(error)
+    return bool(frames) and f"{os.sep}{package}{os.sep}" in frames[-1].f_code.co_filename
+
+
+def _class_being_built(error: BaseException) -> str | None:
+    """``model: module.Class`` (or ``data: ...``) of the outermost constructor of this project
+    in ``error``'s traceback, or None."""
+    for frame in _frames(error):
+        instance = frame.f_locals.get("self")
+        if frame.f_code.co_name != "__init__" or instance is None:
+            continue
+        cls = type(instance)
+        if cls.__module__.split(".")[0] in ("lit_structattn", "datamodules"):
+            key = ("model: " if isinstance(instance, L.LightningModule) else
+                   "data: " if isinstance(instance, L.LightningDataModule) else "")
+            return f"{key}{cls.__module__}.{cls.__qualname__}"
+    return None
 
 
 if __name__ == "__main__":

@@ -165,3 +165,29 @@ def test_wall_time_is_marked_partial_only_for_a_resumption_without_a_recorded_cl
     unclocked = {**fresh, "resumed_from": "last.ckpt"}
     assert not summarize(table, [fresh, clocked]).partial_wall
     assert summarize(table, [fresh, unclocked]).partial_wall
+
+
+def test_cli_writes_to_runs_by_default_and_to_the_ledger_only_when_asked(
+        tmp_path, monkeypatch, capsys):
+    """``structattn reproduce`` leaves the committed reports alone unless given ``--ledger``;
+    a budget a table lacks is refused by name; ``--help`` says what each budget costs."""
+    from lit_structattn.reproduce import runner
+
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    monkeypatch.setattr(runner, "REPORTS", reports)
+    monkeypatch.chdir(tmp_path)
+    cached = ["tree_transduction", "--budget", "ci", "--seeds", "1", "--cached-only"]
+    runner.main(cached)
+    assert (tmp_path / "runs" / "reproduce" / "tree_transduction.md").is_file()
+    assert list(reports.iterdir()) == []
+    runner.main([*cached, "--ledger"])
+    assert (reports / "tree_transduction.md").is_file()
+    with pytest.raises(ValueError, match="unknown budget of nli 'demo'; valid: ci, cpu, paper"):
+        runner.main(["nli", "--budget", "demo", "--root", str(tmp_path)])
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        runner.main(["--help"])
+    shown = capsys.readouterr().out
+    assert "seconds per row" in shown and "2-core CPU" in shown and "for a GPU" in shown
+    assert "--ledger" in shown and "runs/reproduce" in shown

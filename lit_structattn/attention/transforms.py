@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from torch import Tensor
@@ -66,6 +67,9 @@ TRANSFORMS: dict[str, Transform] = {
         Transform("sigmoid", masked_sigmoid, constrained=False),
     )
 }
+#: The names of :data:`TRANSFORMS` as a type, for constructor arguments: a config parser then
+#: lists them in ``--help`` and refuses any other name before building anything.
+TransformName = Literal[tuple(sorted(TRANSFORMS))]
 
 
 def get_transform(name: str) -> Transform:

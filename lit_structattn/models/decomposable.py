@@ -26,6 +26,7 @@ the label scores. ``F``, ``G``, ``H``: 2 layers of ReLU units with dropout befor
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from torch import Tensor, nn
@@ -37,6 +38,7 @@ from .parser import DependencyParser
 
 INTRA = ("none", "simple", "structured", "hard_parent", "pretrained_structured")
 SUPERVISED = ("hard_parent", "pretrained_structured")
+IntraName = Literal[INTRA]  # as the type of the constructor argument
 
 
 @dataclass
@@ -88,7 +90,7 @@ class DecomposableAttention(nn.Module):
         num_classes: int = 3,
         embed_dim: int = 300,
         hidden_dim: int = 300,
-        intra: str = "none",
+        intra: IntraName = "none",
         dropout: float = 0.2,
         vectors: Tensor | None = None,
         parser_embed_dim: int = 100,

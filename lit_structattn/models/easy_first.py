@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -65,6 +66,10 @@ FIXED_ATTENTIONS = ("uniform", "left_to_right", "right_to_left", "vanilla")
 ATTENTIONS = LEARNED_ATTENTIONS + FIXED_ATTENTIONS
 UPDATES = ("single", "full")  # NEF-S (Eq. 4), NEF-F (Eq. 7)
 VANILLA_CRITERIA = ("score", "probability")
+# the same names as types of the constructor arguments (the tuples stay the source of truth)
+AttentionName = Literal[ATTENTIONS]
+UpdateName = Literal[UPDATES]
+VanillaCriterion = Literal[VANILLA_CRITERIA]
 
 # Emission score of the padding tag: never predicted, no gradient, harmless in a CRF.
 _PAD_TAG_SCORE = -1e4
@@ -129,11 +134,11 @@ class EasyFirstDecoder(nn.Module):
         sketch_dim: int = 50,
         preattention_dim: int = 50,
         window: int = 2,
-        attention: str = "csoftmax",
-        update: str = "full",
+        attention: AttentionName = "csoftmax",
+        update: UpdateName = "full",
         steps: Steps = "L",
         penalty: float = 1.0,
-        vanilla_criterion: str = "score",
+        vanilla_criterion: VanillaCriterion = "score",
     ) -> None:
         super().__init__()
         self.attention = check_choice("attention", attention, ATTENTIONS)
@@ -307,13 +312,13 @@ class EasyFirstTagger(nn.Module):
         use_capitalization: bool = False,
         dropout: float = 0.2,
         steps: Steps = "L",
-        attention: str = "csoftmax",
-        update: str = "full",
+        attention: AttentionName = "csoftmax",
+        update: UpdateName = "full",
         sketch_dim: int = 50,
         preattention_dim: int = 50,
         window: int = 2,
         penalty: float = 1.0,
-        vanilla_criterion: str = "score",
+        vanilla_criterion: VanillaCriterion = "score",
         concat: bool = True,
         crf: bool = False,
         tag_weights: Sequence[float] | None = None,

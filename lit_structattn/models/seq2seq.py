@@ -24,6 +24,7 @@ import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from typing import Literal
 
 import torch
 from torch import Tensor, nn
@@ -31,7 +32,7 @@ from torch import Tensor, nn
 from ..attention import Attention
 from ..choices import check_choice
 from ..encoders import BiLSTMEncoder, lengths_to_mask
-from ..structured.registry import build_attention
+from ..structured.registry import AttentionName, build_attention
 from ..structured.syntactic import SyntacticAttention
 
 SOURCE_ATTENTION = ("none", "simple", "structured")
@@ -39,6 +40,11 @@ SAMPLED_OUTPUTS = ("hard", "sample_joint")  # trained with REINFORCE
 OUTPUTS = ("soft", "full_joint", "beam_joint", *SAMPLED_OUTPUTS)
 ENCODERS = ("embedding", "bilstm")
 DECODER_INITS = ("zeros", "encoder")
+# the same names as types of the constructor arguments (the tuples stay the source of truth)
+SourceAttentionName = Literal[SOURCE_ATTENTION]
+EncoderName = Literal[ENCODERS]
+OutputName = Literal[OUTPUTS]
+DecoderInit = Literal[DECODER_INITS]
 
 
 def _rows(t: Tensor | None, index: Tensor, dim: int = 0) -> Tensor | None:
@@ -106,9 +112,9 @@ class SourceEncoder(nn.Module):
         self,
         vocab_size: int,
         embed_dim: int,
-        source_attention: str = "none",
+        source_attention: SourceAttentionName = "none",
         parser_dim: int = 50,
-        encoder: str = "embedding",
+        encoder: EncoderName = "embedding",
         hidden_dim: int = 50,
         dropout: float = 0.0,
     ) -> None:
@@ -187,7 +193,7 @@ class Seq2Seq(nn.Module):
         tgt_vocab: int,
         embed_dim: int = 50,
         hidden_dim: int = 50,
-        attention: str = "softmax",
+        attention: AttentionName = "softmax",
         score: str = "general",
         input_feed: bool = False,
         num_layers: int = 1,
@@ -200,10 +206,10 @@ class Seq2Seq(nn.Module):
         coverage_vector: bool = False,
         encoder_dim: int = 50,
         tie_embeddings: bool = False,
-        output: str = "soft",
+        output: OutputName = "soft",
         joint_k: int = 6,
         joint_vocab: bool | None = None,
-        decoder_init: str = "zeros",
+        decoder_init: DecoderInit = "zeros",
         init_range: float = 0.0,
         **encoder_kwargs,
     ) -> None:

@@ -6,8 +6,9 @@ whose result exists is not repeated, so an interrupted reproduction resumes wher
 continues from its newest ``last.ckpt`` when its configuration saves one. TensorBoard logs and
 checkpoints of a run go to the same folder.
 
-The CLI also files every result in the results ledger, ``reports/results/<table>/<budget>/
-<row>/seed<k>.json``, which is committed beside the reports: a report can be regenerated (and
+With ``--ledger`` (maintainers) the CLI also files every result in the results ledger,
+``reports/results/<table>/<budget>/<row>/seed<k>.json``, which is committed beside the
+reports, and writes the report to ``reports/<table>.md``: a report can be regenerated (and
 finished runs are skipped) on a machine whose run folders are gone. A ledger's
 ``<table>/<budget>/earlier.json`` holds rows of an earlier report whose per-run results were
 lost, as that report printed them; the report shows such a row until as many seeds are run again.
@@ -20,7 +21,6 @@ import json
 import statistics
 import sys
 import time
-import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -138,9 +138,7 @@ def run_one(
     ]
     resume_from = _last_checkpoint(out)
     start = time.perf_counter()
-    with warnings.catch_warnings():  # the runner's own argv is not meant for LightningCLI
-        warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
-        cli = build_cli(args, run=False)
+    cli = build_cli(args, run=False)
     if resume_from is not None and checkpoint is None:
         keep_checkpoint_folder(cli.trainer, resume_from)
     clock = FitClock()
@@ -385,12 +383,13 @@ def run_table(
 ) -> Path:
     """Run (or resume) seeds ``first_seed .. seeds - 1`` of every selected row of table
     ``name``, filing each result in the ledger ``results`` when given; write the report over
-    those seeds. With ``cached_only`` nothing is trained: the report shows the stored runs
-    among those seeds (and the rows of the ledger's earlier report), and rows without any as
-    not run."""
+    those seeds to ``report`` (default: ``root/<name>.md``). With ``cached_only`` nothing is
+    trained: the report shows the stored runs among those seeds (and the rows of the ledger's
+    earlier report), and rows without any as not run."""
     check_choice("table", name, sorted(TABLES))
     check_choice("budget", budget, BUDGETS)
     table = TABLES[name]
+    check_choice(f"budget of {name}", budget, [b for b in BUDGETS if b in table.budgets])
     chosen = [r for r in table.rows if rows is None or r.name in rows]
     earlier = earlier_report(table, budget, results)
     if cached_only:
@@ -405,7 +404,7 @@ def run_table(
             for row in chosen
         }
     shown = replace(table, rows=tuple(chosen))
-    path = report or REPORTS / f"{name}.md"
+    path = report or root / f"{name}.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     not_run = tuple(r.name for r in table.rows if r not in chosen)
     path.write_text(render(shown, budget, range(first_seed, seeds), runs, not_run,
@@ -413,24 +412,54 @@ def run_table(
     return path
 
 
+BUDGET_HELP = """budgets (--budget):
+  ci     seconds per row: a smoke test (a few batches, one epoch), not a result
+  demo   what `make demo` runs (tree_transduction only): minutes on 2 cores
+  cpu    minutes per row and seed on a 2-core CPU (smaller data or fewer epochs, as each
+         report states); a full table takes hours
+  paper  the papers' hyper-parameters: meant for a GPU (hours to days per table on a CPU)
+
+Runs, their TensorBoard logs and checkpoints go to --root (default runs/reproduce in the
+current folder) and the report to ROOT/<table>.md. A finished run is never repeated: run the
+same command again to resume. Maintainers add --ledger to file every result in the committed
+ledger reports/results/ and write the report to reports/<table>.md."""
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="structattn reproduce", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="structattn reproduce", description=__doc__.split("\n\n")[0],
+        epilog=BUDGET_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False)
     parser.add_argument("table", choices=sorted(TABLES))
-    parser.add_argument("--budget", choices=BUDGETS, default="cpu")
+    parser.add_argument("--budget", choices=BUDGETS, default="cpu",
+                        help="how much to train (see below; default: %(default)s)")
     parser.add_argument("--seeds", type=int, default=3, help="seeds 0 .. SEEDS-1")
     parser.add_argument("--first-seed", type=int, default=0,
                         help="run and report only seeds FIRST_SEED .. SEEDS-1")
     parser.add_argument("--rows", nargs="*", help="row names to run (default: all)")
-    parser.add_argument("--root", type=Path, default=Path("runs/reproduce"))
-    parser.add_argument("--report", type=Path, help="where to write the markdown report")
-    parser.add_argument("--results", type=Path, default=REPORTS / "results",
-                        help="the ledger every finished run is filed in (committed beside the "
-                        "reports; default: %(default)s)")
+    parser.add_argument("--root", type=Path, default=Path("runs/reproduce"),
+                        help="folder of the runs (default: %(default)s)")
+    parser.add_argument("--report", type=Path,
+                        help="where to write the markdown report (default: ROOT/<table>.md, "
+                        "with --ledger reports/<table>.md)")
+    parser.add_argument("--results", type=Path,
+                        help="a results ledger to file every finished run in and to read "
+                        "finished runs from (default: none, with --ledger reports/results)")
+    parser.add_argument("--ledger", action="store_true",
+                        help="for maintainers: file the results in the committed ledger "
+                        f"{REPORTS / 'results'} and write the report to {REPORTS}/<table>.md")
     parser.add_argument("--cached-only", action="store_true",
                         help="train nothing: report the finished runs stored under --root or "
                         "in the ledger")
     args = parser.parse_args(argv)
-    path = run_table(args.table, args.budget, args.seeds, args.rows, args.root, args.report,
-                     args.first_seed, args.cached_only, args.results)
+    report, results = args.report, args.results
+    if args.ledger:
+        if not REPORTS.is_dir():
+            parser.error(f"--ledger: no reports folder at {REPORTS} (run from a checkout of "
+                         "the repository)")
+        report = report or REPORTS / f"{args.table}.md"
+        results = results or REPORTS / "results"
+    path = run_table(args.table, args.budget, args.seeds, args.rows, args.root, report,
+                     args.first_seed, args.cached_only, results)
     print(path.read_text())
     print(f"report written to {path}")

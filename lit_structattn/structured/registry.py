@@ -4,6 +4,8 @@ scorer, and the structured layers of this package. All share the interface
 
 from __future__ import annotations
 
+from typing import Literal
+
 from torch import nn
 
 from ..attention import TRANSFORMS, Attention
@@ -16,6 +18,10 @@ STRUCTURED = {"segmentation": SegmentationAttention}
 def attention_names() -> list[str]:
     """Every name :func:`build_attention` accepts."""
     return sorted([*TRANSFORMS, *STRUCTURED])
+
+
+#: The names :func:`build_attention` accepts, as a type for constructor arguments.
+AttentionName = Literal[tuple(attention_names())]
 
 
 def build_attention(name: str, query_dim: int, key_dim: int, score: str = "general") -> nn.Module:
