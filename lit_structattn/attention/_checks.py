@@ -17,6 +17,8 @@ from collections.abc import Iterator
 import torch
 from torch import Tensor
 
+from ..common.precision import autocast_off, compute_dtype
+
 
 def check_scores(scores: Tensor, name: str) -> None:
     """Raise ``ValueError`` unless ``scores`` is a floating tensor with at least one dimension."""
@@ -80,20 +82,9 @@ def float32_compute(scores: Tensor) -> Iterator[torch.dtype]:
     Yields the dtype the result should be returned in: float32 under autocast (like
     ``torch.softmax``'s autocast policy), otherwise the dtype of ``scores``.
     """
-    device = scores.device.type
-    autocasting = torch.is_autocast_enabled(device)
-    out_dtype = torch.float32 if autocasting else scores.dtype
-    if autocasting:
-        with torch.autocast(device_type=device, enabled=False):
-            yield out_dtype
-    else:
-        yield out_dtype
-
-
-def compute_dtype(*tensors: Tensor) -> torch.dtype:
-    """The dtype to compute in: float64 if any of ``tensors`` is float64, else float32 (half
-    types are widened: sorting, cumulative sums and log-sum-exp lose too much in 16 bits)."""
-    return torch.float64 if any(t.dtype == torch.float64 for t in tensors) else torch.float32
+    autocasting = torch.is_autocast_enabled(scores.device.type)
+    with autocast_off(scores.device):
+        yield torch.float32 if autocasting else scores.dtype
 
 
 def run_transform(

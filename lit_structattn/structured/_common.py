@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterator
 import torch
 from torch import Tensor
 
+from ..common.precision import autocast_off, compute_dtype
+
 
 def max_reduce(x: Tensor, dim: int) -> Tensor:
     """Max over ``dim``; the gradient goes to exactly one index (the first maximum)."""
@@ -86,21 +88,13 @@ def precision(scores: Tensor, *others: Tensor) -> tuple[torch.dtype, torch.dtype
     Computation is in float64 if any of the tensors is float64, otherwise in float32 (half
     precision is widened). Results take the dtype of ``scores``, except under ``torch.autocast``
     on their device, where they keep the compute dtype (as autocast treats ``logsumexp`` and
-    ``softmax``); see :func:`full_precision`.
+    ``softmax``); the inference then runs with
+    :func:`lit_structattn.common.precision.autocast_off`.
     """
-    tensors = (scores, *others)
-    compute = torch.float64 if any(t.dtype == torch.float64 for t in tensors) else torch.float32
+    compute = compute_dtype(scores, *others)
     if torch.is_autocast_enabled(scores.device.type):
         return compute, compute
     return compute, scores.dtype
-
-
-def full_precision(device: torch.device) -> contextlib.AbstractContextManager:
-    """Autocast off on ``device``: the inference runs in the dtype :func:`precision` chose
-    (nothing to do, and cheaper, where autocast is not on)."""
-    if not torch.is_autocast_enabled(device.type):
-        return contextlib.nullcontext()
-    return torch.autocast(device.type, enabled=False)
 
 
 def inference_log_partition(distribution: object, kernel_serves: bool, device: torch.device,
@@ -111,7 +105,7 @@ def inference_log_partition(distribution: object, kernel_serves: bool, device: t
     the marginals too), otherwise ``torch_program()`` run with autocast off."""
     if "_inference" in vars(distribution) or kernel_serves:
         return distribution._inference[0]
-    with full_precision(device):
+    with autocast_off(device):
         return torch_program()
 
 

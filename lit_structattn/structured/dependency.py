@@ -32,13 +32,13 @@ from functools import cached_property
 import torch
 from torch import Tensor
 
+from ..common.precision import autocast_off
 from . import _eisner_kernel
 from ._common import (
     as_grad_input,
     check_indices,
     check_lengths,
     check_scores,
-    full_precision,
     inference_log_partition,
     local_autograd,
     max_reduce,
@@ -148,7 +148,7 @@ class DependencyCRF:
         """``[B, N+1]`` long: head of each word in the highest-scoring tree, 0 in the root slot
         and at padding. Always one valid projective tree (single-rooted if ``multiroot`` is
         False); ties are broken deterministically."""
-        with local_autograd(), full_precision(self.arc_scores.device):
+        with local_autograd(), autocast_off(self.arc_scores.device):
             arcs = as_grad_input(self._arcs, track=False)
             best = _log_partition_of(arcs, self.lengths, self.multiroot, MAX)
             (tree,) = torch.autograd.grad(best.sum(), arcs)
@@ -173,7 +173,7 @@ class DependencyCRF:
         if invalid.any():
             raise ValueError(f"{owner}: each word's head must lie in [0, N_b] and differ from the "
                              "word itself")
-        with full_precision(self.arc_scores.device):
+        with autocast_off(self.arc_scores.device):
             real = _real_arcs(self.lengths, self.num_words + 1)
             arcs = torch.where(real, self._arcs, 0.0)
             score = arcs.gather(1, heads[:, None, :]).squeeze(1)
@@ -202,7 +202,7 @@ class DependencyCRF:
         575 nats or more below the best head of every word, see :mod:`._eisner_kernel`) are
         solved in log space, in float64, instead."""
         track = tracks_grad(self.arc_scores)
-        with local_autograd(), full_precision(self.arc_scores.device):
+        with local_autograd(), autocast_off(self.arc_scores.device):
             arcs = as_grad_input(self._arcs, track)
             if _eisner_kernel.usable(self.arc_scores):
                 log_z, marginals, ok = _eisner_kernel.TreeInference.apply(

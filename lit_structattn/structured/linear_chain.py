@@ -20,6 +20,7 @@ from functools import cached_property
 import torch
 from torch import Tensor
 
+from ..common.precision import autocast_off
 from . import _chain_kernel
 from ._common import (
     as_grad_input,
@@ -27,7 +28,6 @@ from ._common import (
     check_lengths,
     check_scores,
     describe,
-    full_precision,
     inference_log_partition,
     local_autograd,
     max_reduce,
@@ -129,7 +129,7 @@ class LinearChainCRF:
 
         Ties are broken deterministically; the result is never differentiable.
         """
-        with local_autograd(), full_precision(self.unary.device):
+        with local_autograd(), autocast_off(self.unary.device):
             unary, transition = self._grad_inputs(track=False)
             best = self._log_partition_of(unary, transition, max_reduce)
             (onehot,) = torch.autograd.grad(best.sum(), unary)
@@ -144,7 +144,7 @@ class LinearChainCRF:
         all digits when scores are large and is NaN with ``-inf`` (forbidden) scores.
         """
         _, node, edge = self._inference
-        with full_precision(self.unary.device):
+        with autocast_off(self.unary.device):
             steps = torch.arange(self.num_steps, device=self.unary.device)
             # edges at position t, minus one: 1 inside a chain, 0 at its ends, -1 if L = 1
             weight = (steps > 0).to(node.dtype) + (steps < self.lengths[:, None] - 1) - 1
@@ -164,7 +164,7 @@ class LinearChainCRF:
         if ((tags < 0) | (tags >= self.num_labels)).any():
             raise ValueError(f"LinearChainCRF: tags must lie in [0, {self.num_labels}) at "
                              "positions within the lengths")
-        with full_precision(self.unary.device):
+        with autocast_off(self.unary.device):
             unary, transition = self._masked(*self._scores)
             score = unary.gather(-1, tags[..., None]).sum((1, 2))
             pairs = (tags[:, :-1] * self.num_labels + tags[:, 1:])[..., None]
@@ -186,7 +186,7 @@ class LinearChainCRF:
         numba installed by the compiled forward-backward of :mod:`._chain_kernel`, otherwise as
         gradients of log Z."""
         track = tracks_grad(self.unary, self.transition)
-        with local_autograd(), full_precision(self.unary.device):
+        with local_autograd(), autocast_off(self.unary.device):
             unary, transition = self._grad_inputs(track)
             if _chain_kernel.usable(self.unary):
                 results = _chain_kernel.ChainInference.apply(unary, transition, self.lengths)
