@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
@@ -45,9 +44,7 @@ def test_ddp_validation_accuracies_cover_the_whole_split(tmp_path):
     values = {name: logged(tmp_path / "ddp", name)
               for name in ("val/accuracy", "val/fact_accuracy")}
     (checkpoint,) = (tmp_path / "ddp").rglob("*.ckpt")
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
-        single = build_cli(_args(tmp_path / "single", "--trainer.logger", "false"), run=False)
+    single = build_cli(_args(tmp_path / "single", "--trainer.logger", "false"), run=False)
     (validated,) = single.trainer.validate(single.model, datamodule=single.datamodule,
                                            ckpt_path=str(checkpoint), verbose=False)
     for name, (value,) in values.items():  # logged once, by the one validation

@@ -7,7 +7,6 @@ every output of the encoder-decoder under ``torch.autocast``."""
 from __future__ import annotations
 
 import math
-import warnings
 
 import lightning as L
 import pytest
@@ -81,9 +80,7 @@ TAGGING_ROWS = ("bilstm", "bilstm_crf", "nef_f_csoftmax", "nef_crf_f_5")
 def test_fit_bf16_mixed(arguments, tmp_path, request):
     """Two optimizer steps and one validation under ``bf16-mixed``: float32 training losses, a
     finite logged one, and the validation metric that the row's checkpointing monitors."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
-        cli = build_cli(["fit", *arguments(tmp_path, request), *MIXED])
+    cli = build_cli(["fit", *arguments(tmp_path, request), *MIXED])
     trainer = cli.trainer
     assert trainer.precision == "bf16-mixed" and trainer.global_step == 2
     (losses,) = (callback.losses for callback in trainer.callbacks

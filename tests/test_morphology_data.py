@@ -71,8 +71,6 @@ def test_wiktionary_split_sizes(pos, sizes):
 def test_inflection_cli_fit_and_test_with_beam_joint(tmp_path):
     """configs/morphology end to end on the generated table: exact-match accuracy logged at
     validation and test, beam-joint trained with K = 2 and decoded with K = 1."""
-    import warnings
-
     from lit_structattn.cli import build_cli
 
     write_table(tmp_path / "data")
@@ -83,9 +81,7 @@ def test_inflection_cli_fit_and_test_with_beam_joint(tmp_path):
             "17", "--model.init_args.joint_k", "2", "--model.init_args.test_joint_k", "1",
             "--trainer.max_epochs", "2", "--trainer.default_root_dir", str(tmp_path / "run"),
             "--trainer.enable_progress_bar", "false"]
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
-        cli = build_cli(args, run=False)
+    cli = build_cli(args, run=False)
     cli.trainer.fit(cli.model, datamodule=cli.datamodule)
     assert 0 <= float(cli.trainer.callback_metrics["val/accuracy"]) <= 1
     (tested,) = cli.trainer.test(cli.model, datamodule=cli.datamodule, verbose=False)

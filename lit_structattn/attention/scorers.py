@@ -5,6 +5,8 @@ Each scorer maps ``query [B, T, Dq]`` and ``keys [B, L, Dk]`` to ``scores [B, T,
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 from torch import Tensor, nn
 
@@ -54,6 +56,9 @@ SCORERS: dict[str, type[nn.Module]] = {
     "general": GeneralScorer,
     "mlp": MLPScorer,
 }
+#: The names of :data:`SCORERS` as a type, for constructor arguments: a config parser then
+#: lists them in ``--help`` and refuses any other name before building anything.
+ScoreName = Literal[tuple(sorted(SCORERS))]
 
 
 def build_scorer(name: str, query_dim: int, key_dim: int) -> nn.Module:

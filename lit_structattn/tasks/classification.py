@@ -6,6 +6,8 @@ import torch
 import torch.nn.functional as F
 from torchmetrics.classification import MulticlassAccuracy
 
+from ..attention.scorers import ScoreName
+from ..attention.transforms import TransformName
 from ..models.pooling import AttentionPoolingClassifier
 from .base import Task
 
@@ -23,8 +25,8 @@ class SequenceClassifier(Task):
         num_classes: int,
         embed_dim: int = 32,
         hidden_dim: int = 32,
-        score: str = "general",
-        transform: str = "softmax",
+        score: ScoreName = "general",
+        transform: TransformName = "softmax",
         lr: float = 1e-2,
     ) -> None:
         super().__init__()

@@ -9,7 +9,12 @@ import torch.nn.functional as F
 from torchmetrics.classification import MulticlassAccuracy
 
 from ..figures import AttentionMap
-from ..models.decomposable import SUPERVISED, DecomposableAttention, DecomposableOutput
+from ..models.decomposable import (
+    SUPERVISED,
+    DecomposableAttention,
+    DecomposableOutput,
+    IntraName,
+)
 from .base import Task
 
 
@@ -36,7 +41,7 @@ class NLITask(Task):
 
     def __init__(
         self,
-        intra: str = "none",
+        intra: IntraName = "none",
         embed_dim: int = 300,
         hidden_dim: int = 300,
         dropout: float = 0.2,

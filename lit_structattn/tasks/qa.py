@@ -4,6 +4,7 @@ binary CRF attention over facts."""
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -11,11 +12,12 @@ from torchmetrics import MeanMetric
 
 from ..figures import AttentionMap
 from ..metrics.qa import FactSequenceAccuracy
-from ..models.memory import MemoryOutput, build_memory_model
+from ..models.memory import MODELS, MemoryOutput, build_memory_model
 from .base import Task
 
 PAPER_HOPS = {2: 2, 3: 3, 7: 3, 8: 3, 11: 2, 13: 2, 14: 2, 15: 2, 16: 3, 17: 2, 18: 2, 19: 2}
 """K per bAbI task in Table 4; tasks not in the table get 2 hops."""
+ModelName = Literal[MODELS]  # the memory models, as the type of the constructor argument
 
 
 class QATask(Task):
@@ -41,7 +43,7 @@ class QATask(Task):
     """
 
     def __init__(
-        self, model: str = "memn2n", vocab_size: int | None = None, hops: int | None = None,
+        self, model: ModelName = "memn2n", vocab_size: int | None = None, hops: int | None = None,
         embed_dim: int = 20, memory_size: int = 25, temporal_noise: float = 0.1,
         init_std: float = 0.1, lr: float = 0.01, lr_halving_epochs: int = 25,
         linear_start_epochs: int = 20, fact_excluded_tasks: tuple[int, ...] = (7, 8),

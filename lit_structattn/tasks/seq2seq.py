@@ -11,17 +11,24 @@ default, as Kim et al.); with ``metric="exact_match"`` (morphological inflection
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 import torch.nn.functional as F
 
+from ..attention.scorers import ScoreName
 from ..choices import check_choice
 from ..figures import AttentionMap
 from ..metrics import ExactMatch, LengthToFailure
-from ..models.seq2seq import Seq2Seq
+from ..models.seq2seq import EncoderName, OutputName, Seq2Seq, SourceAttentionName
+from ..structured.registry import AttentionName
 from .base import Task
 
 OPTIMIZERS = ("sgd", "adam")
 METRICS = ("length_to_failure", "exact_match")
+# the same names as types of the constructor arguments (the tuples stay the source of truth)
+OptimizerName = Literal[OPTIMIZERS]
+MetricName = Literal[METRICS]
 
 
 class Seq2SeqTask(Task):
@@ -51,24 +58,24 @@ class Seq2SeqTask(Task):
         vocab_size: int,
         embed_dim: int = 50,
         hidden_dim: int = 50,
-        attention: str = "softmax",
-        score: str = "general",
+        attention: AttentionName = "softmax",
+        score: ScoreName = "general",
         input_feed: bool = False,
         dropout: float = 0.0,
-        source_attention: str = "none",
+        source_attention: SourceAttentionName = "none",
         parser_dim: int = 50,
-        encoder: str = "embedding",
+        encoder: EncoderName = "embedding",
         encoder_dim: int = 50,
-        output: str = "soft",
+        output: OutputName = "soft",
         joint_k: int = 6,
         test_joint_k: int | None = None,
-        optimizer: str = "sgd",
+        optimizer: OptimizerName = "sgd",
         lr: float = 1.0,
         decay_start: int = 9,
         init_range: float = 0.1,
         max_decode_len: int = 200,
         test_beam: int = 5,
-        metric: str = "length_to_failure",
+        metric: MetricName = "length_to_failure",
         max_depth: int = 6,
     ) -> None:
         super().__init__()

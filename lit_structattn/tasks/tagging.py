@@ -13,6 +13,7 @@ which the configs' checkpointing monitors whatever the metric).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Literal
 
 import torch
 from lightning.pytorch.plugins.precision import MixedPrecision
@@ -20,11 +21,12 @@ from lightning.pytorch.plugins.precision import MixedPrecision
 from ..choices import check_choice
 from ..figures import Raindrop
 from ..metrics import EntityF1, F1Mult, FirstFocusShare, TokenAccuracy
-from ..models.easy_first import EasyFirstTagger
+from ..models.easy_first import AttentionName, EasyFirstTagger, UpdateName
 from ..models.tagging_encoder import load_pretrained_vectors
 from .base import Task
 
 METRICS = ("accuracy", "entity_f1", "f1_mult")
+MetricName = Literal[METRICS]  # as the type of the constructor argument
 
 
 class TaggingTask(Task):
@@ -47,10 +49,10 @@ class TaggingTask(Task):
 
     def __init__(
         self,
-        metric: str = "accuracy",
+        metric: MetricName = "accuracy",
         steps: int | str = "L",
-        attention: str = "csoftmax",
-        sketch_update: str = "full",
+        attention: AttentionName = "csoftmax",
+        sketch_update: UpdateName = "full",
         crf: bool = False,
         concat: bool = True,
         dropout: float = 0.2,

@@ -22,9 +22,11 @@ import torch.nn.functional as F
 from lightning.pytorch.utilities import rank_zero_info
 from torchmetrics import MeanMetric
 
+from ..attention.scorers import ScoreName
 from ..figures import AttentionMap
 from ..metrics.translation import bleu_chrf, drop_score, rep_score
-from ..models.seq2seq import Seq2Seq
+from ..models.seq2seq import DecoderInit, OutputName, Seq2Seq
+from ..structured.registry import AttentionName
 from .base import Task
 
 
@@ -96,8 +98,8 @@ class TranslationTask(Task):
         embed_dim: int = 256,
         hidden_dim: int = 256,
         encoder_dim: int = 256,
-        attention: str = "softmax",
-        score: str = "general",
+        attention: AttentionName = "softmax",
+        score: ScoreName = "general",
         input_feed: bool = True,
         dropout: float = 0.1,
         fertility: float = 2.0,
@@ -105,7 +107,7 @@ class TranslationTask(Task):
         exhaustion_bonus: float = 0.0,
         coverage_vector: bool = False,
         tie_embeddings: bool = True,
-        output: str = "soft",
+        output: OutputName = "soft",
         joint_k: int = 6,
         test_joint_k: int | None = None,
         label_smoothing: float = 0.1,
@@ -121,7 +123,7 @@ class TranslationTask(Task):
         penalty_grid: list[tuple[float, float]] | None = None,
         drop_score: bool = True,
         init_range: float = 0.0,
-        decoder_init: str = "zeros",
+        decoder_init: DecoderInit = "zeros",
     ) -> None:
         super().__init__()
         self.save_hyperparameters()

@@ -1,0 +1,125 @@
+"""The tasks' name arguments with a fixed set of choices are the ``Literal`` types of the modules
+that own the registries: ``structattn ... --model.help`` lists the choices, and the CLI refuses
+an unknown name with one short message listing them, before any class is built or any data
+read. The CLI runs in-process (no subprocess start-up), on data folders that do not exist."""
+
+from __future__ import annotations
+
+from typing import get_args, get_type_hints
+
+import pytest
+
+from datamodules.nli import NLIDataModule
+from datamodules.synthetic import NeedleDataModule
+from datamodules.tree_transduction import TreeTransductionDataModule
+from datamodules.ud_pos import UDPOSDataModule
+from lit_structattn import cli
+from lit_structattn.attention.scorers import SCORERS, ScoreName
+from lit_structattn.attention.transforms import TransformName
+from lit_structattn.models import decomposable, easy_first, memory, seq2seq
+from lit_structattn.structured import registry
+from lit_structattn.tasks import (
+    NLITask,
+    QATask,
+    Seq2SeqTask,
+    SequenceClassifier,
+    TaggingTask,
+    TranslationTask,
+)
+from lit_structattn.tasks import qa as qa_task
+from lit_structattn.tasks import seq2seq as seq2seq_task
+from lit_structattn.tasks import tagging as tagging_task
+
+MISSING = "/nonexistent/structattn-data"  # any attempt to read data would fail here
+
+SEQ2SEQ = ["--model", "lit_structattn.tasks.Seq2SeqTask", "--model.init_args.vocab_size", "28",
+           "--data", "datamodules.tree_transduction.TreeTransductionDataModule"]
+TAGGING = ["--model", "lit_structattn.tasks.TaggingTask",
+           "--data", "datamodules.ud_pos.UDPOSDataModule", "--data.init_args.data_dir", MISSING]
+NLI = ["--model", "lit_structattn.tasks.NLITask",
+       "--data", "datamodules.nli.NLIDataModule", "--data.init_args.data_dir", MISSING]
+CLASSIFIER = ["--model", "lit_structattn.tasks.SequenceClassifier",
+              "--model.init_args.vocab_size", "20", "--model.init_args.num_classes", "5",
+              "--data", "datamodules.synthetic.NeedleDataModule"]
+
+
+def test_task_arguments_are_the_owners_literals():
+    assert get_args(ScoreName) == tuple(sorted(SCORERS))
+    expected = {
+        SequenceClassifier: {"score": ScoreName, "transform": TransformName},
+        NLITask: {"intra": decomposable.IntraName},
+        Seq2SeqTask: {"attention": registry.AttentionName, "score": ScoreName,
+                      "source_attention": seq2seq.SourceAttentionName,
+                      "encoder": seq2seq.EncoderName, "output": seq2seq.OutputName,
+                      "optimizer": seq2seq_task.OptimizerName,
+                      "metric": seq2seq_task.MetricName},
+        TaggingTask: {"attention": easy_first.AttentionName, "sketch_update": easy_first.UpdateName,
+                      "metric": tagging_task.MetricName},
+        TranslationTask: {"attention": registry.AttentionName, "score": ScoreName,
+                          "output": seq2seq.OutputName, "decoder_init": seq2seq.DecoderInit},
+        QATask: {"model": qa_task.ModelName},
+    }
+    for task, arguments in expected.items():
+        hints = get_type_hints(task.__init__)
+        for name, literal in arguments.items():
+            assert hints[name] == literal, (task.__name__, name)
+    assert get_args(seq2seq_task.OptimizerName) == seq2seq_task.OPTIMIZERS
+    assert get_args(seq2seq_task.MetricName) == seq2seq_task.METRICS
+    assert get_args(tagging_task.MetricName) == tagging_task.METRICS
+    assert get_args(qa_task.ModelName) == memory.MODELS
+
+
+@pytest.fixture
+def run_cli(monkeypatch, capsys):
+    """``run_cli(*args) -> (exit status, stdout, stderr)`` of ``structattn`` run in-process;
+    fails the test if the CLI built its classes or a DataModule prepared or set up data."""
+    touched: list[str] = []
+    monkeypatch.setattr(cli, "steady_allocator", lambda: "")  # keep pytest's allocator as is
+    monkeypatch.setattr(cli.StructAttnCLI, "instantiate_classes",
+                        lambda self: touched.append("instantiate_classes"))
+    for data in (TreeTransductionDataModule, UDPOSDataModule, NLIDataModule, NeedleDataModule):
+        for hook in ("prepare_data", "setup"):
+            monkeypatch.setattr(data, hook, lambda *a, _n=f"{data.__name__}.{hook}", **k:
+                                touched.append(_n))
+
+    def run(*args: str) -> tuple[int, str, str]:
+        with pytest.raises(SystemExit) as exited:
+            cli.main(list(args))
+        out, err = capsys.readouterr()
+        assert not touched, f"the CLI got past parsing: {touched}"
+        return exited.value.code, out, err
+
+    return run
+
+
+@pytest.mark.parametrize(("base", "key", "choices"), [
+    (SEQ2SEQ, "attention", registry.attention_names()),
+    (SEQ2SEQ, "score", sorted(SCORERS)),
+    (SEQ2SEQ, "encoder", seq2seq.ENCODERS),
+    (SEQ2SEQ, "optimizer", seq2seq_task.OPTIMIZERS),
+    (TAGGING, "attention", easy_first.ATTENTIONS),
+    (NLI, "intra", decomposable.INTRA),
+    (CLASSIFIER, "score", sorted(SCORERS)),
+], ids=["seq2seq-attention", "seq2seq-score", "seq2seq-encoder", "seq2seq-optimizer",
+        "tagging-attention", "nli-intra", "classifier-score"])
+def test_unknown_name_is_refused_before_any_data(run_cli, base, key, choices):
+    status, _, err = run_cli("fit", *base, f"--model.init_args.{key}", "hardmax")
+    assert status == 2, err
+    assert "Traceback" not in err and "hardmax" in err and key in err
+    for choice in choices:
+        assert choice in err, (choice, err)
+    assert len(err.strip().splitlines()) <= 3, err
+
+
+@pytest.mark.parametrize(("task", "options"), [
+    ("Seq2SeqTask", ["--model.attention {" + ",".join(registry.attention_names()) + "}",
+                     "--model.score {" + ",".join(sorted(SCORERS)) + "}",
+                     "--model.encoder {" + ",".join(seq2seq.ENCODERS) + "}"]),
+    ("TaggingTask", ["--model.attention {" + ",".join(easy_first.ATTENTIONS) + "}"]),
+    ("NLITask", ["--model.intra {" + ",".join(decomposable.INTRA) + "}"]),
+])
+def test_model_help_lists_the_choices(run_cli, task, options):
+    status, out, _ = run_cli("fit", "--model.help", f"lit_structattn.tasks.{task}")
+    assert status == 0
+    for option in options:
+        assert option in out, option
