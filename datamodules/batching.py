@@ -6,6 +6,11 @@ into batches and yields those in random order. Under DDP, Lightning re-creates i
 ``DistributedSampler`` (it subclasses ``BatchSampler`` and takes the sampler as its first
 argument), so each process buckets its own shard and all processes see the same number of
 batches.
+
+The training order is a function of the seeds and the epoch alone (:class:`EpochShuffle`, the
+DataLoader's own generator): no draw from torch's global random state, so a run resumed from a
+checkpoint sees the batches an uninterrupted run would, and
+:meth:`BucketBatchSampler.skip_batches` resumes an epoch where it stopped.
 """
 
 from __future__ import annotations
@@ -19,7 +24,6 @@ from torch.utils.data import (
     BatchSampler,
     DataLoader,
     Dataset,
-    RandomSampler,
     Sampler,
     SequentialSampler,
 )
@@ -70,6 +74,26 @@ def pad_rows(rows: Sequence[Sequence[Any]], width: int, value: Any = 0) -> list[
     return [[*row] + [value] * (width - len(row)) for row in rows]
 
 
+class EpochShuffle(Sampler[int]):
+    """The indices ``0 .. size-1`` in an order drawn from ``seed`` and the epoch
+    (``set_epoch``, which Lightning calls every epoch) only."""
+
+    def __init__(self, size: int, seed: int) -> None:
+        self.size = size
+        self.seed = seed
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __iter__(self) -> Iterator[int]:
+        generator = torch.Generator().manual_seed(self.seed + self.epoch)
+        return iter(torch.randperm(self.size, generator=generator).tolist())
+
+    def __len__(self) -> int:
+        return self.size
+
+
 class BucketBatchSampler(BatchSampler):
     """Batches of indices of similar length.
 
@@ -79,7 +103,8 @@ class BucketBatchSampler(BatchSampler):
         batch_size, drop_last: as for ``BatchSampler``.
         lengths: the length of every dataset item (indexable by the sampler's indices).
         bucket_batches: how many batches are sorted together (1 = no bucketing).
-        shuffle: yield the batches of a bucket in random order (reseeded by :meth:`set_epoch`).
+        shuffle: yield the batches of a bucket in random order, drawn from ``seed`` and the
+            epoch of ``sampler`` (its ``epoch`` attribute, 0 if it has none).
         seed: base seed of that order.
     """
 
@@ -100,16 +125,21 @@ class BucketBatchSampler(BatchSampler):
         self.bucket_batches = bucket_batches
         self.shuffle = shuffle
         self.seed = seed
-        self.epoch = 0
+        self._skip = 0
 
-    def set_epoch(self, epoch: int) -> None:
-        """Change the batch order of the next pass (Lightning calls it every epoch)."""
-        self.epoch = epoch
-        if hasattr(self.sampler, "set_epoch"):
-            self.sampler.set_epoch(epoch)
+    def skip_batches(self, count: int) -> None:
+        """Leave out the first ``count`` batches of the next pass (only that one): a run
+        resumed in the middle of an epoch continues with the batch it would have seen next."""
+        self._skip = count
 
     def __iter__(self) -> Iterator[list[int]]:
-        rng = random.Random(self.seed + self.epoch)
+        skip, self._skip = self._skip, 0
+        for position, batch in enumerate(self._all_batches()):
+            if position >= skip:
+                yield batch
+
+    def _all_batches(self) -> Iterator[list[int]]:
+        rng = random.Random(self.seed + getattr(self.sampler, "epoch", 0))
         bucket: list[int] = []
         for index in self.sampler:
             bucket.append(index)
@@ -139,12 +169,21 @@ def bucketed_loader(
 ) -> DataLoader:
     """The DataLoader every DataModule here uses: training (``shuffle``) batches are bucketed by
     ``lengths`` ``bucket_batches`` at a time and come in random order; evaluation batches are
-    drawn from the whole split sorted by length (shortest first)."""
-    indices = RandomSampler(dataset) if shuffle else SequentialSampler(dataset)
+    drawn from the whole split sorted by length (shortest first).
+
+    The training order depends on ``seed``, the run's seed (``torch.initial_seed()``, which
+    ``seed_everything`` sets) and the epoch, and on nothing else."""
+    seed = run_seed(seed)
+    indices = EpochShuffle(len(dataset), seed) if shuffle else SequentialSampler(dataset)
     batches = BucketBatchSampler(
         indices, batch_size, drop_last=False, lengths=lengths,
         bucket_batches=bucket_batches if shuffle else max(1, len(dataset)),
         shuffle=shuffle, seed=seed,
     )
     return DataLoader(dataset, batch_sampler=batches, num_workers=num_workers,
-                      collate_fn=collate_fn)
+                      collate_fn=collate_fn, generator=torch.Generator().manual_seed(seed))
+
+
+def run_seed(seed: int) -> int:
+    """``seed`` combined with the run's seed (``torch.initial_seed()``) into one seed."""
+    return (torch.initial_seed() * 1_000_003 + seed) % 2**62

@@ -11,11 +11,14 @@ Models and data are chosen in the config by ``class_path`` (e.g.
 
 A user error (an unknown name or config key, a malformed data file, infeasible bounds) ends the
 command with one short message on stderr and exit status 2; ``--debug`` (anywhere on the command
-line) or ``STRUCTATTN_DEBUG=1`` shows the traceback instead.
+line) or ``STRUCTATTN_DEBUG=1`` shows the traceback instead. Ctrl-C (or SIGTERM) during a fit
+writes ``last.ckpt`` at the step it stopped and exits with status 130; the same command with
+``--ckpt_path last`` resumes there.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import os
@@ -27,11 +30,13 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import lightning as L
-import torch
 from jsonargparse import ArgumentParser, Namespace
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from .allocator import steady_allocator
+from .checkpoints import AtomicCheckpointIO, resolve_checkpoint
+from .interruption import FitInterrupted, ResumableFit
 
 REPRODUCE_HELP = ("Train, test and report the rows of a paper's table over seeds (budgets ci, "
                   "demo, cpu, paper; see structattn reproduce --help).")
@@ -55,6 +60,9 @@ class StructAttnCLI(LightningCLI):
       within the process that trained): ``fit --ckpt_path last`` resumes an interrupted run.
     * A resumed fit keeps its checkpoints beside the one it resumes from
       (:func:`keep_checkpoint_folder`), so its best epoch before the interruption still counts.
+    * Every trainer writes its checkpoints whole (:class:`~.checkpoints.AtomicCheckpointIO`)
+      and stops at a training step with a checkpoint on SIGINT/SIGTERM, from which a resumed
+      fit continues as the uninterrupted one would (:class:`~.interruption.ResumableFit`).
     * The configuration the user gave is kept. Lightning's CLI replaces the model's arguments
       by the checkpoint's hyper-parameters, silently ignoring the command line
       (``--model.init_args.test_beam 1`` at test time, say); here a checkpoint whose weights do
@@ -91,6 +99,12 @@ class StructAttnCLI(LightningCLI):
         else:
             self.config = parser.parse_args(args)
 
+    def _instantiate_trainer(self, config: dict, callbacks: list) -> L.Trainer:
+        trainer = super()._instantiate_trainer(config, [*callbacks, ResumableFit()])
+        if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:  # not one the user chose
+            trainer.strategy.checkpoint_io = AtomicCheckpointIO()
+        return trainer
+
     def _parse_ckpt_path(self) -> None:  # replaces LightningCLI's hyper-parameter override
         subcommand = self.config.get("subcommand")
         if not subcommand:
@@ -118,32 +132,6 @@ def keep_checkpoint_folder(trainer: L.Trainer, resume_from: Path) -> None:
     for callback in trainer.checkpoint_callbacks:
         if callback.dirpath is None:
             callback.dirpath = str(resume_from.parent)
-
-
-def resolve_checkpoint(alias: str, root: Path) -> str:
-    """The path that ``last`` or ``best`` stands for under the run folder ``root``.
-
-    Raises:
-        ValueError: no ``last.ckpt`` under ``root``, or (``best``) the newest one records no
-            best checkpoint that still exists.
-    """
-    found = sorted(root.rglob("last.ckpt"), key=lambda path: path.stat().st_mtime)
-    if not found:
-        raise ValueError(
-            f"--ckpt_path {alias}: no last.ckpt under {root.resolve()}; give the run's folder "
-            "as --trainer.default_root_dir (or a checkpoint file as --ckpt_path)"
-        )
-    if alias == "last":
-        return str(found[-1])
-    states = torch.load(found[-1], map_location="cpu", weights_only=False).get("callbacks", {})
-    best = [  # from the checkpoint callbacks that monitor a metric
-        s.get("best_model_path") for k, s in states.items()
-        if k.startswith("ModelCheckpoint") and "'monitor': None" not in k
-    ]
-    best = [path for path in best if path and Path(path).is_file()]
-    if not best:
-        raise ValueError(f"--ckpt_path best: {found[-1]} records no best checkpoint that exists")
-    return best[0]
 
 
 def build_cli(args: list[str] | None = None, run: bool = True) -> LightningCLI:
@@ -177,6 +165,9 @@ def main(args: list[str] | None = None) -> None:
             reproduce(args[1:])
             return
         build_cli(args)
+    except FitInterrupted as interrupted:
+        print(f"structattn: {interrupted}", file=sys.stderr)
+        sys.exit(130)
     except USER_ERRORS as error:
         if debug:
             raise
@@ -209,10 +200,11 @@ def user_error(error: BaseException) -> str:
 def parser_message(text: str) -> str:
     """jsonargparse's error ``text`` without its dump: the key, then the reasons given by the
     types it tried (not the ``NoneType`` alternative), with the options a class accepts when
-    one was refused."""
+    one was refused and the choices of a ``Literal`` as "unknown value ...; valid: ..."."""
     lines = text.splitlines()
     if "Errors:" not in text:
-        return "\n".join(line for line in lines if not line.lstrip().startswith("Given value"))
+        return _LITERAL.sub(_unknown_value, "\n".join(
+            line for line in lines if not line.lstrip().startswith("Given value")))
     start = next(i for i, line in enumerate(lines) if line.strip() == "Errors:") + 1
     reasons = []
     for line in lines[start:]:
@@ -227,7 +219,15 @@ def parser_message(text: str) -> str:
         options = _init_options(refused.group(1))
         if options:
             message += f"; valid: {', '.join(options)}"
-    return message
+    return _LITERAL.sub(_unknown_value, message)
+
+
+_LITERAL = re.compile(r"Expected a typing\.Literal\[(.*?)\]\. Got value: (\S+)")
+
+
+def _unknown_value(found: re.Match) -> str:
+    choices = ast.literal_eval(f"[{found.group(1)}]")
+    return f"unknown value {found.group(2)!r}; valid: {', '.join(map(str, choices))}"
 
 
 def _init_options(class_path: str) -> list[str]:

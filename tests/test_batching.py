@@ -4,32 +4,59 @@ from __future__ import annotations
 
 import random
 
+import torch
 from lightning.fabric.utilities.data import _replace_dunder_methods
 from lightning.pytorch.utilities.data import _update_dataloader
-from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, RandomSampler
+from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
 
-from datamodules.batching import BucketBatchSampler
+from datamodules.batching import BucketBatchSampler, EpochShuffle, bucketed_loader
 
 _RNG = random.Random(0)
 LENGTHS = [_RNG.randint(1, 60) for _ in range(203)]
 
 
 def test_every_index_once_and_batches_are_length_sorted():
-    sampler = BucketBatchSampler(RandomSampler(LENGTHS), 8, False, LENGTHS, bucket_batches=5)
+    sampler = BucketBatchSampler(EpochShuffle(len(LENGTHS), 0), 8, False, LENGTHS, bucket_batches=5)
     batches = list(sampler)
     assert sorted(i for b in batches for i in b) == list(range(len(LENGTHS)))
     assert len(batches) == len(sampler) == 26
     spread = sum(max(LENGTHS[i] for i in b) - min(LENGTHS[i] for i in b) for b in batches)
-    unsorted = list(BucketBatchSampler(RandomSampler(LENGTHS), 8, False, LENGTHS, 1))
+    unsorted = list(BucketBatchSampler(EpochShuffle(len(LENGTHS), 0), 8, False, LENGTHS, 1))
     assert spread < sum(max(LENGTHS[i] for i in b) - min(LENGTHS[i] for i in b) for b in unsorted)
-    sampler.set_epoch(1)
+    sampler.sampler.set_epoch(1)  # what Lightning calls every epoch
     assert list(sampler) != batches
+
+
+def test_order_depends_on_the_seeds_and_epoch_only():
+    def epoch_batches(epoch: int, seed: int = 0) -> list[list[int]]:
+        torch.manual_seed(seed)  # what seed_everything does
+        loader = bucketed_loader(LENGTHS, LENGTHS, list, batch_size=8, bucket_batches=5,
+                                 shuffle=True, seed=3, num_workers=0)
+        torch.rand(7)  # the global random state moves on (model init, dropout, ...)
+        loader.batch_sampler.sampler.set_epoch(epoch)
+        return list(loader.batch_sampler)
+
+    assert epoch_batches(2) == epoch_batches(2)
+    assert epoch_batches(2) != epoch_batches(1)
+    assert epoch_batches(2, seed=1) != epoch_batches(2)
+    state = torch.get_rng_state()
+    iter(bucketed_loader(LENGTHS, LENGTHS, list, batch_size=8, bucket_batches=5, shuffle=True,
+                         seed=3, num_workers=0))
+    assert torch.equal(torch.get_rng_state(), state)  # no draw from the global generator
+
+
+def test_skip_batches_resumes_a_pass_once():
+    sampler = BucketBatchSampler(EpochShuffle(len(LENGTHS), 0), 8, False, LENGTHS, 5)
+    whole = list(sampler)
+    sampler.skip_batches(11)
+    assert list(sampler) == whole[11:]
+    assert list(sampler) == whole
 
 
 def test_lightning_rebuilds_it_around_a_distributed_sampler():
     # The trainer calls the dataloader hooks inside these contexts, which record init arguments.
     with _replace_dunder_methods(DataLoader, "dataset"), _replace_dunder_methods(BatchSampler):
-        batches = BucketBatchSampler(RandomSampler(LENGTHS), 8, False, LENGTHS, 5)
+        batches = BucketBatchSampler(EpochShuffle(len(LENGTHS), 0), 8, False, LENGTHS, 5)
         loader = DataLoader(LENGTHS, batch_sampler=batches)
     shards = []
     for rank in range(2):

@@ -98,13 +98,6 @@ def _stored(
     return stored
 
 
-def _last_checkpoint(out: Path) -> Path | None:
-    """The newest ``last.ckpt`` an interrupted run left in ``out``, or None."""
-    found = sorted(out.glob("lightning_logs/version_*/checkpoints/last.ckpt"),
-                   key=lambda path: path.stat().st_mtime)
-    return found[-1] if found else None
-
-
 def run_one(
     table: Table, row: Row, budget: str, seed: int, root: Path, results: Path | None = None,
 ) -> dict:
@@ -115,7 +108,8 @@ def run_one(
     includes its earlier parts up to that checkpoint (a :class:`FitClock` is saved with it)."""
     # Lightning is imported only when needed
     from ..callbacks import FitClock
-    from ..cli import build_cli, keep_checkpoint_folder, resolve_checkpoint
+    from ..checkpoints import resolve_checkpoint, resumable_checkpoint
+    from ..cli import build_cli, keep_checkpoint_folder
 
     out = _run_dir(table, row, budget, seed, root)
     result_file = out / "result.json"
@@ -136,7 +130,7 @@ def run_one(
         "--trainer.default_root_dir", str(out),
         "--trainer.enable_progress_bar", str(sys.stderr.isatty()).lower(),  # bars in a terminal
     ]
-    resume_from = _last_checkpoint(out)
+    resume_from = resumable_checkpoint(out)
     start = time.perf_counter()
     cli = build_cli(args, run=False)
     if resume_from is not None and checkpoint is None:
