@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-demo: install  ## the main job: simple vs structured attention on tree transduction (~7 min)
+demo: install  ## the main job: simple vs structured attention on tree transduction (~5 min)
 	$(PYTHON) -m lit_structattn.cli reproduce tree_transduction --budget demo --seeds 1 \
 		--rows simple structured --root runs/demo
 	@echo "TensorBoard logs (attention figures, parses): tensorboard --logdir runs/demo"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from .batching import bucketed_loader
 from .splits import SplitDataModule
 
 MARKER = 1  # token id of the needle marker; 0 is padding
@@ -71,10 +72,12 @@ class NeedleDataModule(SplitDataModule):
         }
 
     def _loader(self, split: str, shuffle: bool = False) -> DataLoader:
-        return DataLoader(
-            self.splits[split], batch_size=self.hparams.batch_size, shuffle=shuffle,
-            collate_fn=_as_dict,
-        )
+        """Training batches in an order drawn from the seeds and the epoch only (resumable
+        mid-epoch); evaluation batches sorted by length."""
+        data = self.splits[split]
+        return bucketed_loader(data, data.tensors[1].tolist(), _as_dict,
+                               batch_size=self.hparams.batch_size, bucket_batches=1,
+                               shuffle=shuffle, seed=self.hparams.seed, num_workers=0)
 
 
 def _as_dict(items: list[tuple[torch.Tensor, ...]]) -> dict[str, torch.Tensor]:

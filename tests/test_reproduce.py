@@ -182,6 +182,8 @@ def test_cli_writes_to_runs_by_default_and_to_the_ledger_only_when_asked(
     assert (tmp_path / "runs" / "reproduce" / "tree_transduction.md").is_file()
     assert list(reports.iterdir()) == []
     runner.main([*cached, "--ledger"])
+    assert [p.name for p in reports.iterdir()] == ["tree_transduction_ci.md"]
+    runner.main([*cached, "--ledger", "--budget", "cpu"])  # the report beside the paper's
     assert (reports / "tree_transduction.md").is_file()
     with pytest.raises(ValueError, match="unknown budget of nli 'demo'; valid: ci, cpu, paper"):
         runner.main(["nli", "--budget", "demo", "--root", str(tmp_path)])
@@ -191,3 +193,35 @@ def test_cli_writes_to_runs_by_default_and_to_the_ledger_only_when_asked(
     shown = capsys.readouterr().out
     assert "seconds per row" in shown and "2-core CPU" in shown and "for a GPU" in shown
     assert "--ledger" in shown and "runs/reproduce" in shown
+
+
+def test_the_verdict_is_computed_from_every_seed():
+    from dataclasses import replace
+
+    from lit_structattn.reproduce.runner import render, verdict
+    from lit_structattn.reproduce.tables import TABLES
+
+    table = TABLES["tree_transduction"]
+
+    def runs(*per_seed: tuple[float, float, float]) -> list[dict]:
+        return [{"seed": seed, "wall_seconds": 60.0,
+                 "metrics": {f"test/ltf_d{d}": v for d, v in zip((3, 4, 5), values, strict=True)}}
+                for seed, values in enumerate(per_seed)]
+
+    held = {"structured": runs((0.8, 0.5, 0.2), (0.9, 0.6, 0.3)),
+            "simple": runs((0.4, 0.1, 0.05), (0.5, 0.2, 0.1))}
+    assert verdict(table, held) == (
+        "**Verdict:** structured is above simple at depth 3, depth 4 and depth 5 in each of "
+        "the 2 seeds, as the paper reports (by 40.0, 40.0 and 17.5 points on average).")
+    shown = replace(table, rows=tuple(row for row in table.rows if row.name in held))
+    assert verdict(table, held) in render(shown, "demo", range(2), held)
+    missed = {**held, "simple": runs((0.4, 0.1, 0.05), (0.5, 0.7, 0.1))}
+    assert verdict(table, missed) == (
+        "**Verdict:** structured is not above simple at depth 3, depth 4 and depth 5 in each of "
+        "the 2 seeds: not at depth 4, seed 1 (60.0 vs 70.0). The paper's claim does not hold "
+        "in these runs.")
+    one_seed = {row: values[:1] for row, values in held.items()}
+    assert "in seed 0, as the paper reports (by 40.0, 40.0 and 15.0 points)" in verdict(
+        table, one_seed)
+    assert verdict(table, {"structured": held["structured"]}) is None
+    assert verdict(TABLES["nli"], held) is None

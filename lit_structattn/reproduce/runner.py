@@ -8,8 +8,9 @@ checkpoints of a run go to the same folder.
 
 With ``--ledger`` (maintainers) the CLI also files every result in the results ledger,
 ``reports/results/<table>/<budget>/<row>/seed<k>.json``, which is committed beside the
-reports, and writes the report to ``reports/<table>.md``: a report can be regenerated (and
-finished runs are skipped) on a machine whose run folders are gone. A ledger's
+reports, and writes the report to ``reports/<table>.md`` (``<table>_<budget>.md`` for budgets
+other than ``cpu``): a report can be regenerated (and finished runs are skipped) on a machine
+whose run folders are gone. A ledger's
 ``<table>/<budget>/earlier.json`` holds rows of an earlier report whose per-run results were
 lost, as that report printed them; the report shows such a row until as many seeds are run again.
 """
@@ -307,6 +308,39 @@ def _per_seed(table: Table, results: dict[str, list[dict]],
     return [f"**Per seed ({label}):**", "", *lines, ""] if lines else []
 
 
+def verdict(table: Table, results: dict[str, list[dict]]) -> str | None:
+    """One sentence on the table's :class:`~.tables.Claim`, computed from the seeds run for both
+    of its rows: held in every seed and metric (with the mean margins), or where it did not;
+    None when the table makes no claim or the rows share no seed."""
+    claim = table.claim
+    if claim is None:
+        return None
+    better = {r.get("seed"): r["metrics"] for r in results.get(claim.better, [])}
+    worse = {r.get("seed"): r["metrics"] for r in results.get(claim.worse, [])}
+    seeds = sorted(seed for seed in better.keys() & worse.keys() if seed is not None)
+    if not seeds:
+        return None
+    labels = dict(table.metrics)
+    misses = [f"{labels[key]}, seed {seed} ({table.scale * better[seed][key]:.1f} vs "
+              f"{table.scale * worse[seed][key]:.1f})"
+              for seed in seeds for key in claim.metrics
+              if not better[seed][key] > worse[seed][key]]
+    where = _series([labels[key] for key in claim.metrics])
+    runs = f"seed {seeds[0]}" if len(seeds) == 1 else f"each of the {len(seeds)} seeds"
+    if misses:
+        return (f"**Verdict:** {claim.better} is not above {claim.worse} at {where} in {runs}: "
+                f"not at {'; '.join(misses)}. The paper's claim does not hold in these runs.")
+    margins = _series([
+        f"{statistics.mean(table.scale * (better[s][key] - worse[s][key]) for s in seeds):.1f}"
+        for key in claim.metrics])
+    return (f"**Verdict:** {claim.better} is above {claim.worse} at {where} in {runs}, as the "
+            f"paper reports (by {margins} points{' on average' if len(seeds) > 1 else ''}).")
+
+
+def _series(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
 def render(
     table: Table, budget: str, seeds: range, results: dict[str, list[dict]],
     not_run: tuple[str, ...] = (), cached_only: bool = False,
@@ -357,6 +391,9 @@ def render(
                      + f" | {summary.seeds}{'†' if summary.earlier else ''} | "
                      f"{summary.wall_minutes:.1f} min{'*' if summary.partial_wall else ''} |")
     lines += _group_averages(table, rows)
+    claim = verdict(table, results)
+    if claim:
+        lines += ["", claim]
     if any(summary.partial_wall for summary in rows.values()):
         lines += ["", "\\* a run of this row was interrupted and resumed from its last "
                   "checkpoint: its wall time counts only the part after the resumption."]
@@ -406,6 +443,12 @@ def run_table(
     return path
 
 
+def ledger_report_name(table: str, budget: str) -> str:
+    """The committed report of ``table`` at ``budget``: ``<table>.md`` for the ``cpu`` budget
+    (the reports beside the papers' tables), ``<table>_<budget>.md`` for the others."""
+    return f"{table}.md" if budget == "cpu" else f"{table}_{budget}.md"
+
+
 BUDGET_HELP = """budgets (--budget):
   ci     seconds per row: a smoke test (a few batches, one epoch), not a result
   demo   what `make demo` runs (tree_transduction only): minutes on 2 cores
@@ -416,7 +459,8 @@ BUDGET_HELP = """budgets (--budget):
 Runs, their TensorBoard logs and checkpoints go to --root (default runs/reproduce in the
 current folder) and the report to ROOT/<table>.md. A finished run is never repeated: run the
 same command again to resume. Maintainers add --ledger to file every result in the committed
-ledger reports/results/ and write the report to reports/<table>.md."""
+ledger reports/results/ and write the report to reports/<table>.md (cpu budget) or
+reports/<table>_<budget>.md."""
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -435,13 +479,15 @@ def main(argv: list[str] | None = None) -> None:
                         help="folder of the runs (default: %(default)s)")
     parser.add_argument("--report", type=Path,
                         help="where to write the markdown report (default: ROOT/<table>.md, "
-                        "with --ledger reports/<table>.md)")
+                        "with --ledger reports/<table>.md, or <table>_<budget>.md for a "
+                        "budget other than cpu)")
     parser.add_argument("--results", type=Path,
                         help="a results ledger to file every finished run in and to read "
                         "finished runs from (default: none, with --ledger reports/results)")
     parser.add_argument("--ledger", action="store_true",
                         help="for maintainers: file the results in the committed ledger "
-                        f"{REPORTS / 'results'} and write the report to {REPORTS}/<table>.md")
+                        f"{REPORTS / 'results'} and write the report to "
+                        f"{REPORTS}/<table>[_<budget>].md")
     parser.add_argument("--cached-only", action="store_true",
                         help="train nothing: report the finished runs stored under --root or "
                         "in the ledger")
@@ -451,7 +497,7 @@ def main(argv: list[str] | None = None) -> None:
         if not REPORTS.is_dir():
             parser.error(f"--ledger: no reports folder at {REPORTS} (run from a checkout of "
                          "the repository)")
-        report = report or REPORTS / f"{args.table}.md"
+        report = report or REPORTS / ledger_report_name(args.table, args.budget)
         results = results or REPORTS / "results"
     path = run_table(args.table, args.budget, args.seeds, args.rows, args.root, report,
                      args.first_seed, args.cached_only, results)
