@@ -224,4 +224,9 @@ def test_the_verdict_is_computed_from_every_seed():
     assert "in seed 0, as the paper reports (by 40.0, 40.0 and 15.0 points)" in verdict(
         table, one_seed)
     assert verdict(table, {"structured": held["structured"]}) is None
+    # a seed whose run logged none of the claim's metrics (cut short) is left out, not a KeyError
+    cut = {"seed": 2, "wall_seconds": 1.0, "metrics": {"val/ltf": 0.5}}
+    with_cut = {"structured": [*held["structured"], runs((0.9, 0.6, 0.3))[0] | {"seed": 2}],
+                "simple": [*held["simple"], cut]}
+    assert verdict(table, with_cut) == verdict(table, held)
     assert verdict(TABLES["nli"], held) is None

@@ -317,7 +317,8 @@ def verdict(table: Table, results: dict[str, list[dict]]) -> str | None:
         return None
     better = {r.get("seed"): r["metrics"] for r in results.get(claim.better, [])}
     worse = {r.get("seed"): r["metrics"] for r in results.get(claim.worse, [])}
-    seeds = sorted(seed for seed in better.keys() & worse.keys() if seed is not None)
+    seeds = sorted(seed for seed in better.keys() & worse.keys() if seed is not None
+                   and all(key in better[seed] and key in worse[seed] for key in claim.metrics))
     if not seeds:
         return None
     labels = dict(table.metrics)
