@@ -29,7 +29,7 @@ from bench.timing import (
 )
 from datamodules.babi import BabiDataModule
 from lit_structattn.allocator import steady_allocator
-from lit_structattn.models.memory import MODELS
+from lit_structattn.models.memory_network import MODELS
 from lit_structattn.tasks.qa import PAPER_HOPS, QATask
 
 REPORT = Path(__file__).resolve().parent.parent / "reports" / "bench_babi.md"

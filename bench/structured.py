@@ -23,9 +23,9 @@ import torch
 
 from bench import structured_crf
 from bench.timing import best_times, markdown_table, write_report
-from lit_structattn.attention import Attention
+from lit_structattn.layers.attention import Attention
+from lit_structattn.layers.segmentation import SegmentationAttention
 from lit_structattn.models.seq2seq import EncodedSource, Seq2Seq
-from lit_structattn.structured.segmentation import SegmentationAttention
 
 REPORT = Path(__file__).resolve().parent.parent / "reports" / "bench_structured.md"
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from lit_structattn.choices import check_choice
+from lit_structattn.common.checks import check_choice
 
 from .batching import EncodedItems, seq2seq_batch
 from .files import MalformedLine, data_root, open_text, require_records

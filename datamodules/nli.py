@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from lit_structattn.choices import check_choice
+from lit_structattn.common.checks import check_choice
 
 from .batching import EncodedItems, pad_rows
 from .files import MalformedLine, data_root, open_text, require_files, require_records

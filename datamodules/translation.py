@@ -38,7 +38,7 @@ from pathlib import Path
 
 import torch
 
-from lit_structattn.choices import check_choice
+from lit_structattn.common.checks import check_choice
 
 from .alignment import Links, align
 from .batching import EncodedItems, seq2seq_batch

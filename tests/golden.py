@@ -1,7 +1,8 @@
 """Golden values of every model family (issue 30, item 6: "Same math, proven").
 
 Each case is a tiny run through the stable user-facing surface only: a ``structattn`` config stack
-of ``configs/`` plus command-line overrides, built with ``lit_structattn.cli.build_cli`` in process,
+of ``configs/`` plus command-line overrides, built in process with
+``lit_structattn.lightning_cli.build_cli``,
 fitted in float64 for 20 training steps at seed 0 on one thread, then validated once. What is
 recorded: the loss of each training step and the validation metrics. ``tests/test_golden.py``
 checks that the same values come out (relative 1e-6).
@@ -280,7 +281,7 @@ def run_case(name: str) -> dict:
     {key: value}}`` (the validation metrics, as ``trainer.validate`` returns them)."""
     import warnings
 
-    from lit_structattn.cli import build_cli
+    from lit_structattn.lightning_cli import build_cli
 
     case = CASES[name]
     with one_thread(), tempfile.TemporaryDirectory(prefix=f"golden-{name}-") as tmp:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lit_structattn.attention import SCORERS, TRANSFORMS, Attention
+from lit_structattn.attention import TRANSFORMS
+from lit_structattn.layers.attention import Attention
+from lit_structattn.layers.scorers import SCORERS
 from lit_structattn.models.pooling import AttentionPoolingClassifier
 
 

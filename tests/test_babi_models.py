@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from lit_structattn.metrics.qa import FactSequenceAccuracy, fact_sequence_correct
-from lit_structattn.models.memory import MODELS, build_memory_model, position_encoding
+from lit_structattn.models.memory_network import MODELS, build_memory_model, position_encoding
 
 VOCAB = 12
 

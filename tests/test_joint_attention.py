@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lit_structattn.encoders import lengths_to_mask
+from lit_structattn.common.masks import lengths_to_mask
 from lit_structattn.models.seq2seq import EncodedSource, Seq2Seq
 
 from .seq2seq_training import copy_task, train
@@ -97,5 +97,5 @@ def test_bad_output_settings():
         Seq2Seq(9, 9, output="hard_joint")
     with pytest.raises(ValueError, match="joint_k must be >= 1"):
         Seq2Seq(9, 9, output="beam_joint", joint_k=0)
-    with pytest.raises(ValueError, match="needs a transform attention"):
+    with pytest.raises(ValueError, match="needs an attention whose weights are a distribution"):
         Seq2Seq(9, 9, attention="segmentation", output="full_joint")

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from datamodules.files import data_root
-from lit_structattn.cli import build_cli
+from lit_structattn.lightning_cli import build_cli
 from lit_structattn.models.seq2seq import OUTPUTS, Seq2Seq
 
 from .seq2seq_training import copy_task

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from lit_structattn.cli import build_cli
+from lit_structattn.lightning_cli import build_cli
 from lit_structattn.models.parser import DependencyParser
 from lit_structattn.parser_training import parser_path
 from lit_structattn.reproduce.tables import TABLES

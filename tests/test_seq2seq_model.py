@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from lit_structattn.attention import Attention
-from lit_structattn.encoders import lengths_to_mask
+from lit_structattn.common.masks import lengths_to_mask
+from lit_structattn.layers.attention import Attention
 from lit_structattn.models.seq2seq import Seq2Seq, rescore
 
 from .seq2seq_training import train
@@ -112,7 +112,7 @@ def test_coverage_vector_adds_h_v_beta_to_the_scores():
     logits.sum().backward()
     assert model.coverage_weight.grad.abs().sum() > 0
     assert model.beam_search(src, lengths, max_len=5, beam=2).shape[0] == 4
-    with pytest.raises(ValueError, match="coverage_vector needs a transform attention"):
+    with pytest.raises(ValueError, match="coverage_vector needs an attention that takes a score"):
         Seq2Seq(20, 20, attention="segmentation", coverage_vector=True)
 
 

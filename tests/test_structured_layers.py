@@ -7,10 +7,10 @@ import itertools
 import pytest
 import torch
 
+from lit_structattn.layers.chain_over_facts import ChainAttention
+from lit_structattn.layers.segmentation import SegmentationAttention
+from lit_structattn.layers.syntactic import SyntacticAttention
 from lit_structattn.structured import DependencyCRF, LinearChainCRF, _chain_kernel
-from lit_structattn.structured.chain import ChainAttention
-from lit_structattn.structured.segmentation import SegmentationAttention
-from lit_structattn.structured.syntactic import SyntacticAttention
 
 
 def brute_force_selection_marginals(unary1: torch.Tensor, pairwise: torch.Tensor) -> torch.Tensor:

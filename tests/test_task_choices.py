@@ -13,11 +13,11 @@ from datamodules.nli import NLIDataModule
 from datamodules.synthetic import NeedleDataModule
 from datamodules.tree_transduction import TreeTransductionDataModule
 from datamodules.ud_pos import UDPOSDataModule
-from lit_structattn import cli
-from lit_structattn.attention.scorers import SCORERS, ScoreName
+from lit_structattn import cli, lightning_cli
 from lit_structattn.attention.transforms import TransformName
-from lit_structattn.models import decomposable, easy_first, memory, seq2seq
-from lit_structattn.structured import registry
+from lit_structattn.layers import registry
+from lit_structattn.layers.scorers import SCORERS, ScoreName
+from lit_structattn.models import decomposable, easy_first, memory_network, seq2seq
 from lit_structattn.tasks import (
     NLITask,
     QATask,
@@ -66,7 +66,7 @@ def test_task_arguments_are_the_owners_literals():
     assert get_args(seq2seq_task.OptimizerName) == seq2seq_task.OPTIMIZERS
     assert get_args(seq2seq_task.MetricName) == seq2seq_task.METRICS
     assert get_args(tagging_task.MetricName) == tagging_task.METRICS
-    assert get_args(qa_task.ModelName) == memory.MODELS
+    assert get_args(qa_task.ModelName) == memory_network.MODELS
 
 
 @pytest.fixture
@@ -75,7 +75,7 @@ def run_cli(monkeypatch, capsys):
     fails the test if the CLI built its classes or a DataModule prepared or set up data."""
     touched: list[str] = []
     monkeypatch.setattr(cli, "steady_allocator", lambda: "")  # keep pytest's allocator as is
-    monkeypatch.setattr(cli.StructAttnCLI, "instantiate_classes",
+    monkeypatch.setattr(lightning_cli.StructAttnCLI, "instantiate_classes",
                         lambda self: touched.append("instantiate_classes"))
     for data in (TreeTransductionDataModule, UDPOSDataModule, NLIDataModule, NeedleDataModule):
         for hook in ("prepare_data", "setup"):

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from lit_structattn.attention import Attention, csoftmax, csparsemax, get_transform, sparsemax
+from lit_structattn.attention import csoftmax, csparsemax, get_transform, sparsemax
+from lit_structattn.layers.attention import Attention
 from tests.reference_transforms import csoftmax_ref, csparsemax_ref, sparsemax_ref
 
 pytestmark = pytest.mark.usefixtures("solver")

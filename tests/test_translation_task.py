@@ -14,8 +14,8 @@ import pytest
 import torch
 import yaml
 
-from lit_structattn.cli import build_cli
 from lit_structattn.figures import AttentionMap, plot_figure
+from lit_structattn.lightning_cli import build_cli
 from lit_structattn.reproduce import runner
 from lit_structattn.reproduce.tables import TABLES
 from lit_structattn.tasks.translation import TranslationTask, repeated_positions

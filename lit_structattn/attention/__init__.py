@@ -1,4 +1,6 @@
-"""Attention transforms over positions and the shared ``Attention`` layer.
+"""Attention transforms over positions, pure math in the style of entmax: functions and
+autograd Functions, no ``nn`` layers (the ``Attention`` layer lives in
+:mod:`lit_structattn.layers`).
 
 Public contract: ``sparsemax(scores, dim=-1, mask=None)``,
 ``csoftmax(scores, upper, dim=-1, mask=None)``, ``csparsemax(scores, upper, dim=-1, mask=None)``.
@@ -7,8 +9,6 @@ Every transform is also available by name through :func:`get_transform`.
 
 from .csoftmax import csoftmax
 from .csparsemax import csparsemax
-from .layer import Attention
-from .scorers import SCORERS, build_scorer
 from .sparsemax import sparsemax
 from .transforms import TRANSFORMS, Transform, get_transform, masked_sigmoid, masked_softmax
 
@@ -18,10 +18,7 @@ __all__ = [
     "csparsemax",
     "masked_softmax",
     "masked_sigmoid",
-    "Attention",
     "Transform",
     "TRANSFORMS",
-    "SCORERS",
     "get_transform",
-    "build_scorer",
 ]

@@ -15,7 +15,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from ..choices import check_choice
+from ..common.checks import check_choice
 from .csoftmax import csoftmax
 from .csparsemax import csparsemax
 from .sparsemax import sparsemax

@@ -32,8 +32,8 @@ import torch
 from torch import Tensor, nn
 
 from ..attention.transforms import masked_softmax
-from ..choices import check_choice
-from ..encoders import lengths_to_mask
+from ..common.checks import check_choice
+from ..common.masks import lengths_to_mask
 from .parser import DependencyParser
 
 INTRA = ("none", "simple", "structured", "hard_parent", "pretrained_structured")

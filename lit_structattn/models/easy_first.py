@@ -48,8 +48,8 @@ from torch import Tensor, nn
 
 from ..attention import csoftmax, sparsemax
 from ..attention.transforms import masked_softmax
-from ..choices import check_choice
-from ..encoders import lengths_to_mask
+from ..common.checks import check_choice
+from ..common.masks import lengths_to_mask
 from ..structured import LinearChainCRF
 from .tagging_encoder import TaggingEncoder
 

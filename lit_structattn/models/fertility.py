@@ -12,7 +12,8 @@ from collections.abc import Iterable, Sequence
 import torch
 from torch import Tensor, nn
 
-from ..encoders import BiLSTMEncoder, lengths_to_mask
+from ..common.masks import lengths_to_mask
+from ..layers.encoders import BiLSTMEncoder
 
 
 def _batches(rows: Sequence[Sequence[int]], batch_size: int, order: Sequence[int]):

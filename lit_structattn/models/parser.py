@@ -2,7 +2,7 @@
 
 The parsing layer of Kim et al. (2017, A.1/A.5) with its own word embeddings: a BiLSTM over
 ``[root; words]`` and ``theta_ij = tanh(s^T tanh(W1 h_i + W2 h_j + b))``
-(:class:`~lit_structattn.structured.SyntacticAttention`). Trained on gold trees by the
+(:class:`~lit_structattn.layers.syntactic.SyntacticAttention`). Trained on gold trees by the
 log-likelihood of a projective :class:`~lit_structattn.structured.DependencyCRF`, it is the
 supervised parser behind the ``hard_parent`` and ``pretrained_structured`` NLI variants; inside
 the NLI model the same module gives the ``simple`` and ``structured`` soft parents.
@@ -13,7 +13,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ..structured import DependencyCRF, SyntacticAttention
+from ..layers.syntactic import SyntacticAttention
+from ..structured import DependencyCRF
 
 
 class DependencyParser(nn.Module):

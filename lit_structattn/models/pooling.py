@@ -5,8 +5,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ..attention import Attention
-from ..encoders import BiLSTMEncoder, lengths_to_mask
+from ..common.masks import lengths_to_mask
+from ..layers.attention import Attention
+from ..layers.encoders import BiLSTMEncoder
 
 
 class AttentionPoolingClassifier(nn.Module):
@@ -16,8 +17,8 @@ class AttentionPoolingClassifier(nn.Module):
         vocab_size: number of token ids (0 = padding).
         num_classes: number of labels.
         embed_dim, hidden_dim: sizes (the BiLSTM states have ``2 * hidden_dim``).
-        score, transform: passed to :class:`~lit_structattn.attention.Attention`; the constrained
-            transforms get the uniform upper bound ``2 / length`` per position.
+        score, transform: passed to :class:`~lit_structattn.layers.attention.Attention`; the
+            constrained transforms get the uniform upper bound ``2 / length`` per position.
     """
 
     def __init__(

@@ -29,21 +29,26 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-from ..attention import Attention
-from ..choices import check_choice
-from ..encoders import BiLSTMEncoder, lengths_to_mask
-from ..structured.registry import AttentionName, build_attention
-from ..structured.syntactic import SyntacticAttention
+from ..common.checks import check_choice
+from ..common.masks import lengths_to_mask
+from ..layers.encoders import BiLSTMEncoder, run_lstm
+from ..layers.registry import (
+    AttentionName,
+    OutputName,
+    SourceAttentionName,
+    build_attention,
+    check_attention,
+    names,
+)
+from ..layers.syntactic import SyntacticAttention
 
-SOURCE_ATTENTION = ("none", "simple", "structured")
+SOURCE_ATTENTION = names("seq2seq", "source_attention")
 SAMPLED_OUTPUTS = ("hard", "sample_joint")  # trained with REINFORCE
-OUTPUTS = ("soft", "full_joint", "beam_joint", *SAMPLED_OUTPUTS)
+OUTPUTS = names("seq2seq", "output")
 ENCODERS = ("embedding", "bilstm")
 DECODER_INITS = ("zeros", "encoder")
 # the same names as types of the constructor arguments (the tuples stay the source of truth)
-SourceAttentionName = Literal[SOURCE_ATTENTION]
 EncoderName = Literal[ENCODERS]
-OutputName = Literal[OUTPUTS]
 DecoderInit = Literal[DECODER_INITS]
 
 
@@ -102,7 +107,7 @@ class SourceEncoder(nn.Module):
     Args:
         vocab_size, embed_dim: the symbol embeddings (id 0 = padding).
         source_attention: ``none`` (``x_j``), ``simple`` or ``structured`` (``[x_j; c_j]``, see
-            :class:`~lit_structattn.structured.syntactic.SyntacticAttention`).
+            :class:`~lit_structattn.layers.syntactic.SyntacticAttention`).
         parser_dim: hidden size per direction of the parsing BiLSTM.
         encoder: ``embedding`` (no recurrence, as Kim et al.'s tree transduction) or ``bilstm``.
         hidden_dim: BiLSTM size per direction (``bilstm`` only).
@@ -119,7 +124,7 @@ class SourceEncoder(nn.Module):
         dropout: float = 0.0,
     ) -> None:
         super().__init__()
-        check_choice("source_attention", source_attention, SOURCE_ATTENTION)
+        check_attention("seq2seq", "source_attention", source_attention)
         check_choice("encoder", encoder, ENCODERS)
         self.embed = nn.Embedding(vocab_size, embed_dim, padding_idx=0)
         self.dropout = nn.Dropout(dropout)
@@ -153,7 +158,7 @@ class Seq2Seq(nn.Module):
         src_vocab, tgt_vocab: vocabulary sizes (id 0 = padding in both).
         embed_dim, hidden_dim: embedding and decoder sizes.
         attention: the decoder attention by name (``softmax``, ``sparsemax``, ``sigmoid``,
-            ``segmentation``, ...; see :func:`~lit_structattn.structured.registry.build_attention`).
+            ``segmentation``, ...; see :func:`~lit_structattn.layers.registry.build_attention`).
         score: the attention score (``general`` = bilinear by default).
         input_feed: concatenate ``h~_{t-1}`` to the decoder input (Luong et al.).
         fertility: the constant fertility of every source token under constrained attention
@@ -236,20 +241,22 @@ class Seq2Seq(nn.Module):
             if src_vocab == tgt_vocab if joint_vocab is None else joint_vocab:  # source too
                 self.encoder.embed.weight = self.tgt_embed.weight
         self.bos_id, self.eos_id = bos_id, eos_id
-        self.constrained = bool(getattr(self.attention, "constrained", False))
+        self.constrained = self.attention.constrained
         if self.constrained and not sink:
             raise ValueError(f"{attention} attention needs sink=True: without the <SINK> token "
                              "the fertility bounds run out before the translation ends")
         if fertility <= 0:
             raise ValueError(f"fertility must be > 0, got {fertility}")
         self.fertility, self.sink, self.exhaustion_bonus = fertility, sink, exhaustion_bonus
-        if coverage_vector and not isinstance(self.attention, Attention):
-            raise ValueError(f"coverage_vector needs a transform attention, not {attention!r}")
+        if coverage_vector and not self.attention.takes_bonus:
+            raise ValueError(f"coverage_vector needs an attention that takes a score bonus, "
+                             f"not {attention!r}")
         self.coverage_weight = nn.Parameter(torch.zeros(hidden_dim)) if coverage_vector else None
         self.tracks_coverage = self.constrained or coverage_vector
-        check_choice("output", output, OUTPUTS)
-        if output != "soft" and not isinstance(self.attention, Attention):
-            raise ValueError(f"{output} needs a transform attention, not {attention!r}")
+        check_attention("seq2seq", "output", output)
+        if output != "soft" and not self.attention.distribution:
+            raise ValueError(f"{output} needs an attention whose weights are a distribution, "
+                             f"not {attention!r}")
         if joint_k < 1:
             raise ValueError(f"joint_k must be >= 1, got {joint_k}")
         self.output, self.joint_k = output, joint_k  # joint_k may be changed for decoding
@@ -442,7 +449,7 @@ class Seq2Seq(nn.Module):
         inputs = self.tgt_embed(tgt_in)
         state = self.initial_state(source)
         if not (self.input_feed or self.tracks_coverage):  # all steps in one LSTM call
-            queries, _ = self.rnn(inputs, (state.h, state.c))
+            queries, _ = run_lstm(self.rnn, inputs, (state.h, state.c))
             combined, weights = self._attend(queries, source)
             return combined, queries, weights, source
         steps, tops, attention = [], [], []
@@ -494,8 +501,8 @@ class Seq2Seq(nn.Module):
                                    sentence).squeeze(1)
             loss = nn.functional.cross_entropy(scores, tgt_out[mask],
                                                label_smoothing=label_smoothing)
-        penalty = getattr(self.attention, "penalty", None)
-        return loss if penalty is None else loss + penalty()
+        penalty = self.attention.penalty()
+        return loss if penalty is None else loss + penalty
 
     def _sampled_log_likelihood(
         self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, tgt_out: Tensor,

@@ -21,7 +21,8 @@ from torch import Tensor, nn
 
 from datamodules.vectors import read_word_vectors
 
-from ..encoders import BiLSTMEncoder, lengths_to_mask
+from ..common.masks import lengths_to_mask
+from ..layers.encoders import BiLSTMEncoder
 
 CAPITALIZATION_CLASSES = 4  # lower, Title, UPPER, mIxed (datamodules.tagging.capitalization)
 

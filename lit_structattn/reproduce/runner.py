@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from ..choices import check_choice
+from ..common.checks import check_choice
 from .tables import BUDGETS, TABLES, Row, Table
 
 REPORTS = Path(__file__).resolve().parents[2] / "reports"
@@ -110,7 +110,7 @@ def run_one(
     # Lightning is imported only when needed
     from ..callbacks import FitClock
     from ..checkpoints import resolve_checkpoint, resumable_checkpoint
-    from ..cli import build_cli, keep_checkpoint_folder
+    from ..lightning_cli import build_cli, keep_checkpoint_folder
 
     out = _run_dir(table, row, budget, seed, root)
     result_file = out / "result.json"

@@ -1,19 +1,8 @@
-"""Differentiable structured inference (linear-chain and dependency CRFs) and the attention
-layers built on it."""
+"""Differentiable structured inference, pure math in the style of torch-struct: linear-chain and
+dependency CRFs (log-partition, marginals, argmax, entropy) and their kernels. The attention
+layers built on them live in :mod:`lit_structattn.layers`."""
 
-from .chain import ChainAttention
 from .dependency import DependencyCRF
 from .linear_chain import LinearChainCRF
-from .registry import attention_names, build_attention
-from .segmentation import SegmentationAttention
-from .syntactic import SyntacticAttention
 
-__all__ = [
-    "ChainAttention",
-    "DependencyCRF",
-    "LinearChainCRF",
-    "SegmentationAttention",
-    "SyntacticAttention",
-    "attention_names",
-    "build_attention",
-]
+__all__ = ["DependencyCRF", "LinearChainCRF"]

@@ -6,8 +6,8 @@ import torch
 import torch.nn.functional as F
 from torchmetrics.classification import MulticlassAccuracy
 
-from ..attention.scorers import ScoreName
 from ..attention.transforms import TransformName
+from ..layers.scorers import ScoreName
 from ..models.pooling import AttentionPoolingClassifier
 from .base import Task
 

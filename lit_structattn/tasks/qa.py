@@ -12,7 +12,7 @@ from torchmetrics import MeanMetric
 
 from ..figures import AttentionMap
 from ..metrics.qa import FactSequenceAccuracy
-from ..models.memory import MODELS, MemoryOutput, build_memory_model
+from ..models.memory_network import MODELS, MemoryOutput, build_memory_model
 from .base import Task
 
 PAPER_HOPS = {2: 2, 3: 3, 7: 3, 8: 3, 11: 2, 13: 2, 14: 2, 15: 2, 16: 3, 17: 2, 18: 2, 19: 2}
@@ -21,7 +21,7 @@ ModelName = Literal[MODELS]  # the memory models, as the type of the constructor
 
 
 class QATask(Task):
-    """Trains a memory model (:mod:`lit_structattn.models.memory`) on bAbI batches
+    """Trains a memory model (:mod:`lit_structattn.models.memory_network`) on bAbI batches
     (:class:`datamodules.babi.BabiDataModule`).
 
     Loss: the cross-entropy of the answers summed over the batch (the MemN2N convention the

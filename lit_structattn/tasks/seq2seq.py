@@ -16,12 +16,12 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
-from ..attention.scorers import ScoreName
-from ..choices import check_choice
+from ..common.checks import check_choice
 from ..figures import AttentionMap
+from ..layers.registry import AttentionName, OutputName, SourceAttentionName
+from ..layers.scorers import ScoreName
 from ..metrics import ExactMatch, LengthToFailure
-from ..models.seq2seq import EncoderName, OutputName, Seq2Seq, SourceAttentionName
-from ..structured.registry import AttentionName
+from ..models.seq2seq import EncoderName, Seq2Seq
 from .base import Task
 
 OPTIMIZERS = ("sgd", "adam")

@@ -18,7 +18,7 @@ from typing import Literal
 import torch
 from lightning.pytorch.plugins.precision import MixedPrecision
 
-from ..choices import check_choice
+from ..common.checks import check_choice
 from ..figures import Raindrop
 from ..metrics import EntityF1, F1Mult, FirstFocusShare, TokenAccuracy
 from ..models.easy_first import AttentionName, EasyFirstTagger, UpdateName

@@ -22,11 +22,11 @@ import torch.nn.functional as F
 from lightning.pytorch.utilities import rank_zero_info
 from torchmetrics import MeanMetric
 
-from ..attention.scorers import ScoreName
 from ..figures import AttentionMap
+from ..layers.registry import AttentionName, OutputName
+from ..layers.scorers import ScoreName
 from ..metrics.translation import bleu_chrf, drop_score, rep_score
-from ..models.seq2seq import DecoderInit, OutputName, Seq2Seq
-from ..structured.registry import AttentionName
+from ..models.seq2seq import DecoderInit, Seq2Seq
 from .base import Task
 
 

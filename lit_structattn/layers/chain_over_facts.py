@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .linear_chain import LinearChainCRF
+from ..structured import LinearChainCRF
 
 FORBIDDEN = -1e9  # log-potential of a forbidden transition or a padded slot (exp underflows to 0)
 

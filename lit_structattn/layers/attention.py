@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from torch import Tensor, nn
+from torch import Tensor
 
+from ..attention import get_transform
+from .contract import AttentionLayer
 from .scorers import build_scorer
-from .transforms import get_transform
 
 
-class Attention(nn.Module):
-    """``weights = transform(score(query, keys))``, ``context = weights @ values``.
+class Attention(AttentionLayer):
+    """``weights = transform(score(query, keys) + bonus)``, ``context = weights @ values``.
 
     Args:
         query_dim: size ``Dq`` of the queries.
@@ -31,10 +32,17 @@ class Attention(nn.Module):
         self.scorer = build_scorer(score, query_dim, key_dim or query_dim)
         self.transform = get_transform(transform)
 
+    takes_bonus = True
+
     @property
     def constrained(self) -> bool:
         """True when the transform needs upper bounds per call."""
         return self.transform.constrained
+
+    @property
+    def distribution(self) -> bool:
+        """True unless the transform is ``sigmoid`` (whose weights do not sum to 1)."""
+        return self.transform.name != "sigmoid"
 
     def scores(self, query: Tensor, keys: Tensor) -> Tensor:
         """Raw scores ``[B, T, L]`` for ``query [B, T, Dq]`` and ``keys [B, L, Dk]``."""

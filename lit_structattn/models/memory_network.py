@@ -3,8 +3,8 @@
 * :class:`MemN2N` — the end-to-end memory network of Sukhbaatar et al. (2015): K greedy hops of
   softmax attention over the facts, ``q^{k+1} = q^k + c^k``, answer ``softmax(W(q^K + c^K))``.
 * :class:`ChainCRFMemory` — the unary and binary CRF models: one K-step chain over the n facts
-  (:class:`~lit_structattn.structured.ChainAttention`), ``q^{k+1} = Q q^k``, one context vector
-  ``c = sum_k sum_i p(z_k = i) o_i^k`` and answer ``softmax(W(q^K + c))``.
+  (:class:`~lit_structattn.layers.chain_over_facts.ChainAttention`), ``q^{k+1} = Q q^k``, one
+  context vector ``c = sum_k sum_i p(z_k = i) o_i^k`` and answer ``softmax(W(q^K + c))``.
 
 Shared by all three (A.4): bag-of-words sentence embeddings with position encoding (see
 :func:`position_encoding`), temporal encoding (a learned vector per memory age, the
@@ -31,9 +31,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..choices import check_choice
-from ..structured import ChainAttention
-from ..structured.chain import FORBIDDEN
+from ..common.checks import check_choice
+from ..layers.chain_over_facts import FORBIDDEN, ChainAttention
 
 
 @dataclass

@@ -1,5 +1,4 @@
-"""Sequence encoders and masks shared by the structured layers and the models (imports only
-torch)."""
+"""Sequence encoders shared by the attention layers and the models."""
 
 from __future__ import annotations
 
@@ -8,9 +7,24 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 
-def lengths_to_mask(lengths: Tensor, max_len: int) -> Tensor:
-    """``lengths [B]`` -> bool ``mask [B, max_len]``, True at real positions."""
-    return torch.arange(max_len, device=lengths.device)[None, :] < lengths[:, None]
+def run_lstm(lstm: nn.LSTM, inputs, state: tuple[Tensor, Tensor] | None = None):
+    """``lstm(inputs, state)``, in float32 with autocast off when run under CPU autocast.
+
+    oneDNN has no bfloat16 LSTM primitive on CPUs without native bfloat16 support (it fails
+    with "could not create a primitive descriptor"), so on CPU the recurrence always runs in
+    float32; on CUDA autocast applies as usual. ``inputs`` is a padded ``[B, T, D]`` tensor or a
+    ``PackedSequence``; the outputs are float32 under CPU autocast, callers cast them back.
+    """
+    if not torch.is_autocast_enabled("cpu"):
+        return lstm(inputs, state)
+    with torch.autocast("cpu", enabled=False):
+        if isinstance(inputs, Tensor):
+            inputs = inputs.float()
+        else:  # a PackedSequence
+            inputs = inputs._replace(data=inputs.data.float())
+        if state is not None:
+            state = tuple(t.float() for t in state)
+        return lstm(inputs, state)
 
 
 class BiLSTMEncoder(nn.Module):
@@ -37,7 +51,7 @@ class BiLSTMEncoder(nn.Module):
         the dtype of ``inputs``. (Under CPU autocast the LSTM of a packed batch returns bfloat16
         when all its lengths are equal and float32 otherwise: the cast keeps one dtype.)"""
         packed = pack_padded_sequence(inputs, lengths.cpu(), batch_first=True, enforce_sorted=False)
-        states, (h, c) = self.lstm(packed)
+        states, (h, c) = run_lstm(self.lstm, packed)
         states, _ = pad_packed_sequence(states, batch_first=True, total_length=inputs.shape[1])
         final = (torch.cat([h[-2], h[-1]], -1), torch.cat([c[-2], c[-1]], -1))
         return states.to(inputs.dtype), tuple(t.to(inputs.dtype) for t in final)

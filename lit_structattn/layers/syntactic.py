@@ -16,9 +16,9 @@ import torch
 from torch import Tensor, nn
 
 from ..attention.transforms import masked_softmax
-from ..choices import check_choice
-from ..encoders import BiLSTMEncoder
-from .dependency import DependencyCRF
+from ..common.checks import check_choice
+from ..structured import DependencyCRF
+from .encoders import BiLSTMEncoder
 
 MODES = ("structured", "simple")
 

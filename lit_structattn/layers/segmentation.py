@@ -12,11 +12,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ..attention.scorers import build_scorer
-from .linear_chain import LinearChainCRF
+from ..structured import LinearChainCRF
+from .contract import AttentionLayer
+from .scorers import build_scorer
 
 
-class SegmentationAttention(nn.Module):
+class SegmentationAttention(AttentionLayer):
     """Structured attention by the marginals of a 2-state linear-chain CRF.
 
     Args:
@@ -26,7 +27,7 @@ class SegmentationAttention(nn.Module):
         pairwise_l2: weight of the L2 penalty on the pairwise potentials (see :meth:`penalty`).
     """
 
-    constrained = False
+    distribution = False  # the normalized marginals sum to ``lam``, not 1
 
     def __init__(
         self,
@@ -65,19 +66,20 @@ class SegmentationAttention(nn.Module):
         values: Tensor | None = None,
         mask: Tensor | None = None,
         upper: Tensor | None = None,
+        bonus: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
-        """Same interface as :class:`~lit_structattn.attention.Attention`.
+        """Same interface as :class:`~lit_structattn.layers.attention.Attention`.
 
         Args:
             query: ``[B, Dq]`` or ``[B, T, Dq]``; keys: ``[B, L, Dk]``; values: ``[B, L, Dv]``
                 (default keys); mask: ``[B, L]`` bool, True = real position (every row needs one).
-            upper: must be None (segmentation attention takes no upper bounds).
+            upper, bonus: must be None (segmentation attention takes neither).
         Returns:
             ``(context, weights)``: ``[B, Dv]``/``[B, L]`` or ``[B, T, Dv]``/``[B, T, L]``; the
             weights are the normalized marginals, summing to ``lam``.
         """
-        if upper is not None:
-            raise ValueError("segmentation attention takes no upper bounds")
+        if upper is not None or bonus is not None:
+            raise ValueError("segmentation attention takes no upper bounds and no score bonus")
         single = query.dim() == 2
         if single:
             query = query.unsqueeze(1)

@@ -10,7 +10,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-from ..choices import check_choice
+from ..common.checks import check_choice
 
 
 class DotScorer(nn.Module):

@@ -1,0 +1,126 @@
+"""The project's LightningCLI (:class:`StructAttnCLI`, :func:`build_cli`): any LightningModule
+and DataModule chosen by ``class_path``, options by full name only, ``--ckpt_path last|best``
+resolved from the run folder, checkpoints written whole and fits that stop cleanly on
+SIGINT/SIGTERM. The ``structattn`` command around it is :mod:`lit_structattn.cli`."""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+import lightning as L
+from jsonargparse import ArgumentParser, Namespace
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from lightning.pytorch.plugins.io import TorchCheckpointIO
+
+from .checkpoints import AtomicCheckpointIO, resolve_checkpoint
+from .interruption import ResumableFit
+
+REPRODUCE_HELP = ("Train, test and report the rows of a paper's table over seeds (budgets ci, "
+                  "demo, cpu, paper; see structattn reproduce --help).")
+
+
+def package_version() -> str:
+    """The installed version of ``lit_structattn`` (``unknown`` when it is not installed)."""
+    try:
+        return version("lit_structattn")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+class StructAttnCLI(LightningCLI):
+    """LightningCLI whose parsers take options by their full name only, raise their errors to
+    :func:`main` (which words them) and list ``--version``, ``--debug`` and ``reproduce``,
+    with three changes to ``--ckpt_path``.
+
+    * ``last`` and ``best`` name the newest ``last.ckpt`` under ``trainer.default_root_dir``
+      and the best checkpoint recorded in it, in any process (Lightning resolves them only
+      within the process that trained): ``fit --ckpt_path last`` resumes an interrupted run.
+    * A resumed fit keeps its checkpoints beside the one it resumes from
+      (:func:`keep_checkpoint_folder`), so its best epoch before the interruption still counts.
+    * Every trainer writes its checkpoints whole (:class:`~.checkpoints.AtomicCheckpointIO`)
+      and stops at a training step with a checkpoint on SIGINT/SIGTERM, from which a resumed
+      fit continues as the uninterrupted one would (:class:`~.interruption.ResumableFit`).
+    * The configuration the user gave is kept. Lightning's CLI replaces the model's arguments
+      by the checkpoint's hyper-parameters, silently ignoring the command line
+      (``--model.init_args.test_beam 1`` at test time, say); here a checkpoint whose weights do
+      not fit the configuration is refused with the differing hyper-parameters named (see
+      :class:`~lit_structattn.tasks.base.Task`).
+    """
+
+    def init_parser(self, **kwargs) -> LightningArgumentParser:
+        """Every parser (main and subcommands) takes options only by their full name:
+        ``--trainer.max_epoch`` is an error, not ``--trainer.max_epochs``."""
+        kwargs.setdefault("allow_abbrev", False)
+        kwargs.setdefault("exit_on_error", False)  # errors reach main(), which words them
+        return super().init_parser(**kwargs)
+
+    def setup_parser(self, add_subcommands: bool, main_kwargs: dict, subparser_kwargs: dict):
+        """Lightning's parser, with ``--version``, ``--debug`` and ``reproduce`` in its help
+        (``reproduce`` and ``--debug`` are handled by :func:`main` before it parses)."""
+        main_kwargs.setdefault("prog", "structattn")
+        super().setup_parser(add_subcommands, main_kwargs, subparser_kwargs)
+        self.parser.add_argument("--version", action="version",
+                                 version=f"structattn {package_version()}")
+        self.parser.add_argument("--debug", action="store_true",
+                                 help="show the traceback of an error (also STRUCTATTN_DEBUG=1)")
+        if add_subcommands:
+            self.parser._subcommands_action.add_subcommand(
+                "reproduce", ArgumentParser(description=REPRODUCE_HELP), help=REPRODUCE_HELP)
+
+    def parse_arguments(self, parser: LightningArgumentParser, args) -> None:
+        """Parses ``args`` without Lightning's warning about ``args`` given beside
+        ``sys.argv``: :func:`main` hands over the command line it read (without ``--debug``)
+        and the reproduction runner a run's own arguments, so both are always meant."""
+        if isinstance(args, (dict, Namespace)):
+            self.config = parser.parse_object(args)
+        else:
+            self.config = parser.parse_args(args)
+
+    def _instantiate_trainer(self, config: dict, callbacks: list) -> L.Trainer:
+        trainer = super()._instantiate_trainer(config, [*callbacks, ResumableFit()])
+        if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:  # not one the user chose
+            trainer.strategy.checkpoint_io = AtomicCheckpointIO()
+        return trainer
+
+    def _parse_ckpt_path(self) -> None:  # replaces LightningCLI's hyper-parameter override
+        subcommand = self.config.get("subcommand")
+        if not subcommand:
+            return
+        config = self.config[subcommand]
+        if config.get("ckpt_path") in ("last", "best"):
+            root = config.trainer.default_root_dir or "."
+            config.ckpt_path = resolve_checkpoint(config.ckpt_path, Path(root))
+
+    def before_fit(self) -> None:
+        checkpoint = self.config["fit"].get("ckpt_path")
+        if checkpoint and Path(checkpoint).is_file():
+            keep_checkpoint_folder(self.trainer, Path(checkpoint))
+
+
+def keep_checkpoint_folder(trainer: L.Trainer, resume_from: Path) -> None:
+    """Let the checkpoint callbacks of a fit resumed from ``resume_from`` write beside it.
+
+    A resumed fit logs to a new ``version_*`` folder; checkpoint callbacks that follow the
+    logger would move there too, and Lightning then drops their restored record of the best
+    checkpoints (it keeps it only when the folder is unchanged), so the best epoch before the
+    interruption would no longer compete in the model selection. Callbacks given their own
+    ``dirpath`` are left alone.
+    """
+    for callback in trainer.checkpoint_callbacks:
+        if callback.dirpath is None:
+            callback.dirpath = str(resume_from.parent)
+
+
+def build_cli(args: list[str] | None = None, run: bool = True) -> LightningCLI:
+    """The project's LightningCLI: any LightningModule and DataModule chosen by ``class_path``."""
+    return StructAttnCLI(
+        L.LightningModule,
+        L.LightningDataModule,
+        subclass_mode_model=True,
+        subclass_mode_data=True,
+        seed_everything_default=0,
+        save_config_kwargs={"overwrite": True},
+        args=args,
+        run=run,
+    )
