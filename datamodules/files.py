@@ -194,21 +194,6 @@ class _CheckedText:
             "for the DataModule); if it should be UTF-8, the file is damaged")
 
 
-def detect_encoding(path: str | os.PathLike) -> str:
-    """``"utf-8"`` if the (possibly gzip-compressed) file decodes as UTF-8, else ``"latin-1"``
-    (a diagnostic: readers never fall back silently, see :func:`open_text`)."""
-    path = Path(path)
-    with path.open("rb") as raw:
-        compressed = raw.read(2) == _GZIP_MAGIC
-    with (gzip.open if compressed else open)(path, "rb") as raw:
-        data = raw.read()
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return "latin-1"
-    return "utf-8"
-
-
 class EmptyDataFile(ValueError):
     """A data file with nothing to read (empty, or only blank or skipped lines); the message
     names the file. Attributes: ``path``, ``what`` (e.g. ``"sentences"``) and ``detail`` (why

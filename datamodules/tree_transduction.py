@@ -145,11 +145,6 @@ def _parse_node(tokens: Sequence[str], pos: int) -> tuple[Node, int]:
     return (op, tuple(args)), pos + 1
 
 
-def prefix_to_infix(tokens: Sequence[str]) -> list[str]:
-    """Rewrite a prefix formula (token list) in infix notation (token list)."""
-    return infix_tokens(parse_prefix(tokens))
-
-
 @dataclass(frozen=True)
 class Formula:
     """One prefix -> infix pair: ``prefix`` (source tokens), ``infix`` (target tokens), depth."""

@@ -23,3 +23,24 @@ def test_readme_python_snippets_run():
     assert "tensor([[0.7000, 0.3000, 0.0000]])" in printed
     assert "tensor([[0.5000, 0.5000, 0.0000]])" in printed
     assert "torch.Size([2, 16]) torch.Size([2, 5])" in printed
+
+
+def attention_matrix() -> str:
+    """The README's family x attention table, from the registry."""
+    from lit_structattn.layers.registry import FAMILIES
+
+    columns = [(family, role) for family, roles in FAMILIES.items() for role in roles]
+    names = list(dict.fromkeys(name for family, role in columns for name in FAMILIES[family][role]))
+    header = ["name", *(f"{family} ({role})" if len(FAMILIES[family]) > 1 else family
+                        for family, role in columns)]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for name in names:
+        cells = ["x" if name in FAMILIES[family][role] else "" for family, role in columns]
+        lines.append("| " + " | ".join([f"`{name}`", *cells]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def test_readme_shows_the_registry_matrix():
+    assert attention_matrix() in README.read_text(), (
+        "the README's attention matrix differs from layers/registry.py; paste:\n"
+        + attention_matrix())

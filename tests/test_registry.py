@@ -62,3 +62,9 @@ def test_a_layer_refuses_what_it_does_not_take():
         segmentation(torch.randn(1, 4), torch.randn(1, 3, 4), bonus=torch.zeros(1, 3))
     with pytest.raises(ValueError, match="needs upper bounds"):
         registry.build_attention("csoftmax", 4, 4)(torch.randn(1, 4), torch.randn(1, 3, 4))
+
+
+def test_every_described_name_is_taken_by_a_family():
+    taken = {name for roles in registry.FAMILIES.values() for names in roles.values()
+             for name in names}
+    assert taken == set(registry.KINDS)

@@ -20,7 +20,6 @@ from datamodules.files import (
     MalformedLine,
     atomic_path,
     data_root,
-    detect_encoding,
     open_text,
     require_files,
 )
@@ -130,7 +129,9 @@ def test_ner_docstart_skipped_and_entities_in_iob2(request, name, expected):
 
 def test_spanish_encoding_is_utf8(ner_es):
     folder = ner_es.data_folder()
-    assert {detect_encoding(folder / name) for name in ner_es.expected_files()} == {"utf-8"}
+    for name in ner_es.expected_files():
+        data = (folder / name).read_bytes()
+        (gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data).decode("utf-8")
     assert "España" in ner_es.vocab
 
 
@@ -270,7 +271,6 @@ def test_ner_malformed_lines(tmp_path, line, problem):
 def test_latin1_files_read_when_the_encoding_is_named(tmp_path):
     path = tmp_path / "esp.train"
     path.write_bytes("España NP B-LOC\nmañana NC O\n".encode("latin-1"))
-    assert detect_encoding(path) == "latin-1"
     assert read_conll_ner(path, encoding="latin-1")[0].words == ("España", "mañana")
     with pytest.raises(MalformedLine, match=r"esp\.train:1: not valid utf-8: byte 0xf1 at byte "
                        r"offset 4 .*encoding: latin-1"):

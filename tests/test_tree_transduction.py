@@ -15,7 +15,6 @@ from datamodules.tree_transduction import (
     expression_depth,
     infix_tokens,
     parse_prefix,
-    prefix_to_infix,
     prefix_tokens,
     random_expression,
 )
@@ -24,6 +23,10 @@ from lit_structattn.metrics import LengthToFailure
 PAPER_PREFIX = "( * ( + ( + 15 7 ) 1 8 ) ( + 19 0 11 ) )".split()
 PAPER_INFIX = "( ( 15 + 7 ) + 1 + 8 ) * ( 19 + 0 + 11 )".split()
 NUMBERS = {str(n) for n in range(21)}
+
+
+def prefix_to_infix(tokens: list[str]) -> list[str]:
+    return infix_tokens(parse_prefix(tokens))
 
 
 def check_prefix(tokens: list[str]) -> tuple[list[str], int]:

@@ -28,13 +28,13 @@ KINDS: dict[str, str] = {
     **{name: "transform over positions (lit_structattn.attention)" for name in TRANSFORM_NAMES},
     "softmax_penalty": "softmax with the easy-first coverage penalty (Martins & Kreutzer 2017)",
     "segmentation": "marginals of a 2-state linear-chain CRF (Kim et al. 2017, §3.2)",
-    "syntactic": "arc marginals of a projective dependency CRF (Kim et al. 2017, §3.3)",
     "unary_crf": "n-state chain over facts, independent steps (Kim et al. 2017, §4.3)",
     "binary_crf": "n-state chain over facts with pairwise potentials (Kim et al. 2017, §4.3)",
     **{name: "positional easy-first baseline (Martins & Kreutzer 2017)" for name in POSITIONAL},
     "none": "no attention",
     "simple": "softmax over the same scores as the structured layer (its unstructured twin)",
-    "structured": "the syntactic layer's dependency-CRF marginals",
+    "structured": "syntactic attention: the arc marginals of a projective dependency CRF "
+                  "(Kim et al. 2017, §3.3)",
     "hard_parent": "the head of a frozen supervised parser's Eisner parse",
     "pretrained_structured": "syntactic attention started from a supervised parser",
     **{name: f"output: {name.replace('_', '-')} (Shankar et al. 2018)"
