@@ -8,7 +8,7 @@ configs/translation/base.yaml (:class:`TranslationTask`, joint BPE vocabulary 80
 backward and an Adam update; output layers soft, beam-joint (K = 6), sample-joint and hard
 (6 samples, REINFORCE) with softmax attention, and the attention layers sigmoid and
 segmentation with the soft output. Morphology: German-noun batches of 20, the model of
-configs/morphology/base.yaml (:class:`Seq2SeqTask`, 69 symbols): soft, beam-joint (K = 6) and
+configs/morphology/base.yaml (:class:`TransductionTask`, 69 symbols): soft, beam-joint (K = 6) and
 full-joint. The candidates take turns batch by batch, so load on a shared machine hits all of
 them alike; the table gives the median step and its ratio to soft attention.
 
@@ -33,7 +33,7 @@ from bench.timing import (
 from datamodules.morphology import InflectionDataModule
 from datamodules.translation import TranslationDataModule
 from lit_structattn.allocator import steady_allocator
-from lit_structattn.tasks import Seq2SeqTask, TranslationTask
+from lit_structattn.tasks import TransductionTask, TranslationTask
 
 REPORT = Path(__file__).resolve().parent.parent / "reports" / "bench_joint_attention.md"
 TRANSLATION = {  # candidate -> TranslationTask arguments
@@ -70,7 +70,7 @@ def translation_times(steps: int, bpe_size: int) -> dict[str, list[float]]:
 def morphology_times(steps: int) -> dict[str, list[float]]:
     data = InflectionDataModule(pos="noun", batch_size=20)
     data.setup("fit")
-    tasks = {name: Seq2SeqTask(**config_model_args("morphology/base.yaml",
+    tasks = {name: TransductionTask(**config_model_args("morphology/base.yaml",
                                                    vocab_size=len(data.vocab), **kwargs))
              for name, kwargs in MORPHOLOGY.items()}
 

@@ -1,7 +1,7 @@
 """Benchmark: the cost of a tree-transduction training step with each source encoder.
 
 One step = teacher-forced loss, backward and an SGD update of the model of
-configs/tree_transduction/base.yaml (:class:`Seq2SeqTask`, the paper's l = 50; batch 20), on
+configs/tree_transduction/base.yaml (:class:`TransductionTask`, the paper's l = 50; batch 20), on
 the same training batches for every encoder. The encoders take turns batch by batch so that
 load on a shared machine hits all of them; the report gives the median time per step and its
 ratio to the ``simple`` encoder (target: ``structured`` <= 2x ``simple``; Kim et al. report 5x
@@ -26,7 +26,7 @@ from bench.timing import (
     write_report,
 )
 from datamodules.tree_transduction import TreeTransductionDataModule
-from lit_structattn.tasks import Seq2SeqTask
+from lit_structattn.tasks import TransductionTask
 
 REPORT = Path(__file__).resolve().parent.parent / "reports" / "bench_tree_transduction.md"
 ENCODERS = ("none", "simple", "structured")
@@ -44,7 +44,7 @@ def training_batches(steps: int) -> list[dict[str, torch.Tensor]]:
 def step_times(steps: int) -> dict[str, list[float]]:
     """Seconds per training step for each encoder over the same batches."""
     batches = training_batches(steps)
-    tasks = {name: Seq2SeqTask(**config_model_args("tree_transduction/base.yaml",
+    tasks = {name: TransductionTask(**config_model_args("tree_transduction/base.yaml",
                                                    source_attention=name))
              for name in ENCODERS}
     optimizers = {name: optimizer_of(task) for name, task in tasks.items()}

@@ -21,18 +21,18 @@ from lit_structattn.models import decomposable, easy_first, memory_network, seq2
 from lit_structattn.tasks import (
     NLITask,
     QATask,
-    Seq2SeqTask,
     SequenceClassifier,
     TaggingTask,
+    TransductionTask,
     TranslationTask,
 )
 from lit_structattn.tasks import qa as qa_task
-from lit_structattn.tasks import seq2seq as seq2seq_task
 from lit_structattn.tasks import tagging as tagging_task
+from lit_structattn.tasks import transduction as transduction_task
 
 MISSING = "/nonexistent/structattn-data"  # any attempt to read data would fail here
 
-SEQ2SEQ = ["--model", "lit_structattn.tasks.Seq2SeqTask", "--model.init_args.vocab_size", "28",
+SEQ2SEQ = ["--model", "lit_structattn.tasks.TransductionTask", "--model.init_args.vocab_size", "28",
            "--data", "datamodules.tree_transduction.TreeTransductionDataModule"]
 TAGGING = ["--model", "lit_structattn.tasks.TaggingTask",
            "--data", "datamodules.ud_pos.UDPOSDataModule", "--data.init_args.data_dir", MISSING]
@@ -48,11 +48,11 @@ def test_task_arguments_are_the_owners_literals():
     expected = {
         SequenceClassifier: {"score": ScoreName, "transform": TransformName},
         NLITask: {"intra": decomposable.IntraName},
-        Seq2SeqTask: {"attention": registry.AttentionName, "score": ScoreName,
+        TransductionTask: {"attention": registry.AttentionName, "score": ScoreName,
                       "source_attention": seq2seq.SourceAttentionName,
                       "encoder": seq2seq.EncoderName, "output": seq2seq.OutputName,
-                      "optimizer": seq2seq_task.OptimizerName,
-                      "metric": seq2seq_task.MetricName},
+                      "optimizer": transduction_task.OptimizerName,
+                      "metric": transduction_task.MetricName},
         TaggingTask: {"attention": easy_first.AttentionName, "sketch_update": easy_first.UpdateName,
                       "metric": tagging_task.MetricName},
         TranslationTask: {"attention": registry.AttentionName, "score": ScoreName,
@@ -63,8 +63,8 @@ def test_task_arguments_are_the_owners_literals():
         hints = get_type_hints(task.__init__)
         for name, literal in arguments.items():
             assert hints[name] == literal, (task.__name__, name)
-    assert get_args(seq2seq_task.OptimizerName) == seq2seq_task.OPTIMIZERS
-    assert get_args(seq2seq_task.MetricName) == seq2seq_task.METRICS
+    assert get_args(transduction_task.OptimizerName) == transduction_task.OPTIMIZERS
+    assert get_args(transduction_task.MetricName) == transduction_task.METRICS
     assert get_args(tagging_task.MetricName) == tagging_task.METRICS
     assert get_args(qa_task.ModelName) == memory_network.MODELS
 
@@ -96,7 +96,7 @@ def run_cli(monkeypatch, capsys):
     (SEQ2SEQ, "attention", registry.attention_names()),
     (SEQ2SEQ, "score", sorted(SCORERS)),
     (SEQ2SEQ, "encoder", seq2seq.ENCODERS),
-    (SEQ2SEQ, "optimizer", seq2seq_task.OPTIMIZERS),
+    (SEQ2SEQ, "optimizer", transduction_task.OPTIMIZERS),
     (TAGGING, "attention", easy_first.ATTENTIONS),
     (NLI, "intra", decomposable.INTRA),
     (CLASSIFIER, "score", sorted(SCORERS)),
@@ -112,7 +112,7 @@ def test_unknown_name_is_refused_before_any_data(run_cli, base, key, choices):
 
 
 @pytest.mark.parametrize(("task", "options"), [
-    ("Seq2SeqTask", ["--model.attention {" + ",".join(registry.attention_names()) + "}",
+    ("TransductionTask", ["--model.attention {" + ",".join(registry.attention_names()) + "}",
                      "--model.score {" + ",".join(sorted(SCORERS)) + "}",
                      "--model.encoder {" + ",".join(seq2seq.ENCODERS) + "}"]),
     ("TaggingTask", ["--model.attention {" + ",".join(easy_first.ATTENTIONS) + "}"]),

@@ -3,10 +3,10 @@
 from .classification import SequenceClassifier
 from .nli import NLITask
 from .qa import QATask
-from .seq2seq import Seq2SeqTask
 from .tagging import TaggingTask
+from .transduction import TransductionTask
 from .translation import TranslationTask
 
 __all__ = [
-    "NLITask", "QATask", "SequenceClassifier", "Seq2SeqTask", "TaggingTask", "TranslationTask",
+    "NLITask", "QATask", "SequenceClassifier", "TaggingTask", "TransductionTask", "TranslationTask",
 ]

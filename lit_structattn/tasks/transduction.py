@@ -1,5 +1,5 @@
-"""Sequence-to-sequence training and evaluation around
-:class:`~lit_structattn.models.seq2seq.Seq2Seq`.
+"""Transduction of symbol sequences (tree transduction, morphological inflection): training and
+evaluation of :class:`~lit_structattn.models.seq2seq.Seq2Seq` on one shared vocabulary.
 
 Batches: ``src [B, S]``, ``src_lengths [B]``, ``tgt_in [B, T]`` (``<bos>`` + target),
 ``tgt_out [B, T]`` (target + ``<eos>``), ``tgt_lengths [B]`` and, for tree transduction,
@@ -31,7 +31,7 @@ OptimizerName = Literal[OPTIMIZERS]
 MetricName = Literal[METRICS]
 
 
-class Seq2SeqTask(Task):
+class TransductionTask(Task):
     """Trains an attentional encoder-decoder with teacher forcing.
 
     Args:
