@@ -17,15 +17,13 @@ from collections.abc import Iterator
 import torch
 from torch import Tensor
 
+from ..common.checks import check_float_tensor, describe
 from ..common.precision import autocast_off, compute_dtype
 
 
 def check_scores(scores: Tensor, name: str) -> None:
     """Raise ``ValueError`` unless ``scores`` is a floating tensor with at least one dimension."""
-    if not isinstance(scores, Tensor) or not scores.is_floating_point():
-        raise ValueError(f"{name}: scores must be a floating-point tensor, got {_describe(scores)}")
-    if scores.dim() == 0:
-        raise ValueError(f"{name}: scores must have at least one dimension, got a scalar")
+    check_float_tensor(scores, "scores", name)
 
 
 def check_companion(other: Tensor | None, scores: Tensor, what: str, name: str) -> None:
@@ -33,7 +31,7 @@ def check_companion(other: Tensor | None, scores: Tensor, what: str, name: str) 
     if other is None:
         return
     if not isinstance(other, Tensor):
-        raise ValueError(f"{name}: {what} must be a tensor, got {_describe(other)}")
+        raise ValueError(f"{name}: {what} must be a tensor, got {describe(other)}")
     if what == "mask" and other.dtype != torch.bool:
         raise ValueError(f"{name}: mask must be a bool tensor (True = valid), got {other.dtype}")
     if what == "upper" and not other.is_floating_point():
@@ -146,9 +144,3 @@ def screen_non_finite(
     broken = (non_finite & ~negative).any(-1, keepdim=True)
     z = z.masked_fill(non_finite, 0.0)
     return z, valid, broken if bool(broken.any()) else None
-
-
-def _describe(x: object) -> str:
-    if isinstance(x, Tensor):
-        return f"a tensor of dtype {x.dtype}"
-    return f"an object of type {type(x).__name__}"

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 import torch
 from torch import Tensor
 
+from ..common.checks import check_int_tensor
 from ..common.precision import autocast_off, compute_dtype
 
 
@@ -29,19 +30,6 @@ def very_negative(dtype: torch.dtype) -> float:
     return torch.finfo(dtype).min / 2**32
 
 
-def check_scores(scores: object, name: str, owner: str, rank: int) -> Tensor:
-    """Raise ``ValueError`` unless ``scores`` is a non-empty floating tensor of rank ``rank``."""
-    if not isinstance(scores, Tensor) or not scores.is_floating_point():
-        raise ValueError(f"{owner}: {name} must be a floating-point tensor, got {describe(scores)}")
-    if scores.dim() != rank:
-        raise ValueError(
-            f"{owner}: {name} must have {rank} dimensions, got shape {list(scores.shape)}"
-        )
-    if scores.numel() == 0:
-        raise ValueError(f"{owner}: {name} must not be empty, got shape {list(scores.shape)}")
-    return scores
-
-
 def check_lengths(
     lengths: object, batch: int, maximum: int, owner: str, device: torch.device
 ) -> Tensor:
@@ -49,9 +37,7 @@ def check_lengths(
     every entry lies in ``[1, maximum]``."""
     if lengths is None:
         return torch.full((batch,), maximum, dtype=torch.long, device=device)
-    if not isinstance(lengths, Tensor) or lengths.is_floating_point() or lengths.is_complex() \
-            or lengths.dtype == torch.bool:
-        raise ValueError(f"{owner}: lengths must be an integer tensor, got {describe(lengths)}")
+    check_int_tensor(lengths, "lengths", owner)
     if lengths.shape != (batch,):
         raise ValueError(
             f"{owner}: lengths must have shape [{batch}] (one per batch element), got "
@@ -72,9 +58,7 @@ def check_indices(
     values: object, shape: tuple[int, ...], name: str, owner: str, device: torch.device
 ) -> Tensor:
     """Return ``values`` as a long tensor after checking it is an integer tensor of ``shape``."""
-    if not isinstance(values, Tensor) or values.is_floating_point() or values.is_complex() \
-            or values.dtype == torch.bool:
-        raise ValueError(f"{owner}: {name} must be an integer tensor, got {describe(values)}")
+    check_int_tensor(values, name, owner)
     if values.shape != shape:
         raise ValueError(
             f"{owner}: {name} must have shape {list(shape)}, got {list(values.shape)}"
@@ -143,10 +127,3 @@ def as_grad_input(tensor: Tensor, track: bool) -> Tensor:
     if tensor.is_inference():
         return tensor.clone().requires_grad_()
     return tensor.detach().requires_grad_()
-
-
-def describe(value: object) -> str:
-    """A short description of a value for error messages."""
-    if isinstance(value, Tensor):
-        return f"a {value.dtype} tensor of shape {list(value.shape)}"
-    return f"{type(value).__name__}"

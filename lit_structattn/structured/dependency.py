@@ -32,13 +32,13 @@ from functools import cached_property
 import torch
 from torch import Tensor
 
+from ..common.checks import check_float_tensor
 from ..common.precision import autocast_off
 from . import _eisner_kernel
 from ._common import (
     as_grad_input,
     check_indices,
     check_lengths,
-    check_scores,
     inference_log_partition,
     local_autograd,
     max_reduce,
@@ -117,7 +117,7 @@ class DependencyCRF:
         self, arc_scores: Tensor, lengths: Tensor | None = None, multiroot: bool = True
     ) -> None:
         owner = "DependencyCRF"
-        check_scores(arc_scores, "arc_scores", owner, rank=3)
+        check_float_tensor(arc_scores, "arc_scores", owner, rank=3)
         batch, size, other = arc_scores.shape
         if size != other or size < 2:
             raise ValueError(

@@ -20,14 +20,13 @@ from functools import cached_property
 import torch
 from torch import Tensor
 
+from ..common.checks import check_float_tensor, describe
 from ..common.precision import autocast_off
 from . import _chain_kernel
 from ._common import (
     as_grad_input,
     check_indices,
     check_lengths,
-    check_scores,
-    describe,
     inference_log_partition,
     local_autograd,
     max_reduce,
@@ -98,7 +97,7 @@ class LinearChainCRF:
 
     def __init__(self, unary: Tensor, transition: Tensor, lengths: Tensor | None = None) -> None:
         owner = "LinearChainCRF"
-        self.unary = check_scores(unary, "unary", owner, rank=3)
+        self.unary = check_float_tensor(unary, "unary", owner, rank=3)
         batch, steps, labels = unary.shape
         self.transition = _check_transition(transition, unary, owner)
         self.lengths = check_lengths(lengths, batch, steps, owner, unary.device)
