@@ -42,6 +42,7 @@ from .batching import pad_rows
 from .files import data_root, require_files
 from .hub import load_hub_dataset
 from .splits import SplitDataModule
+from .vectors import load_pretrained_vectors
 
 AFFIX_ORDERS = 4
 SPLITS = ("train", "val", "test")
@@ -319,12 +320,20 @@ class TaggingDataModule(SplitDataModule):
         max_train_length: training sentences with more words are dropped (from training only;
             the paper uses 50); None keeps all.
         seed: base seed of the training batch order.
+        pretrained_vectors: a text file of word vectors (GloVe, word2vec text, Polyglot dumped
+            as text; ``.gz`` or not) to start the tagger's word embeddings from; read by
+            :meth:`setup` (:func:`~datamodules.vectors.load_pretrained_vectors`).
+        vector_dim: the size of those vectors; the tagger's ``word_dim`` must be the same
+            (paper: 64, the Polyglot and Lample et al. vectors; 300 for GloVe-840B).
 
     After :meth:`setup`: ``vocab``, ``affix_vocab``, ``tag_vocab`` (:class:`Vocab`),
     ``datasets`` (``train``/``val``/``test`` :class:`TaggingDataset`), ``dropped_train``
     (how many training sentences ``max_train_length`` removed) and ``split_sizes``
-    (``{split: (sentences, words)}`` as read, before that cut-off). Vocabularies are rebuilt from
-    the training data on every setup (deterministic: frequency, then string order).
+    (``{split: (sentences, words)}`` as read, before that cut-off), ``pretrained_matrix`` (the
+    initial word embeddings ``[len(vocab), vector_dim]``, ``None`` without
+    ``pretrained_vectors``) and ``pretrained_found`` (how many words of ``vocab`` the file
+    had). Vocabularies are rebuilt from the training data on every setup (deterministic:
+    frequency, then string order).
     """
 
     #: sub-folder of :func:`data_root` used when neither ``data_dir`` nor ``hub_name`` is given
@@ -343,10 +352,13 @@ class TaggingDataModule(SplitDataModule):
         min_count: int = 1,
         max_train_length: int | None = 50,
         seed: int = 0,
+        pretrained_vectors: str | None = None,
+        vector_dim: int = 64,
     ) -> None:
         super().__init__()
         checks = (("batch_size", batch_size, 1), ("bucket_batches", bucket_batches, 1),
-                  ("num_workers", num_workers, 0), ("min_count", min_count, 1))
+                  ("num_workers", num_workers, 0), ("min_count", min_count, 1),
+                  ("vector_dim", vector_dim, 1))
         for name, value, low in checks:
             if not isinstance(value, int) or value < low:
                 raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
@@ -361,6 +373,8 @@ class TaggingDataModule(SplitDataModule):
         self.tag_vocab: Vocab | None = None
         self.dropped_train = 0
         self.split_sizes: dict[str, tuple[int, int]] = {}
+        self.pretrained_matrix: torch.Tensor | None = None
+        self.pretrained_found = 0
 
     # -- to implement in subclasses
 
@@ -410,7 +424,8 @@ class TaggingDataModule(SplitDataModule):
                 self._hub_split(split)
 
     def setup(self, stage: str | None = None) -> None:
-        """Read the splits and build the vocabularies (once; later calls are no-ops)."""
+        """Read the splits, build the vocabularies and read the pretrained vectors, if any
+        (once; later calls are no-ops)."""
         if self.datasets:
             return
         if not self.uses_hub:
@@ -429,6 +444,9 @@ class TaggingDataModule(SplitDataModule):
             raise ValueError(f"{type(self).__name__}: no training sentences left "
                              f"(max_train_length={limit})")
         encoder = self.build_encoder(sentences)
+        if self.hparams.pretrained_vectors is not None:
+            self.pretrained_matrix, self.pretrained_found = load_pretrained_vectors(
+                self.hparams.pretrained_vectors, self.vocab.tokens, self.hparams.vector_dim)
         self.datasets = {split: TaggingDataset(sentences[split], encoder) for split in SPLITS}
 
     def build_encoder(self, sentences: dict[str, list[TaggedSentence]]) -> SentenceEncoder:

@@ -1,5 +1,6 @@
 """Reading word-vector text files (GloVe, word2vec text, Polyglot dumped as text), shared by the
-tagging encoder's initial embeddings and the NLI input vectors.
+taggers' initial word embeddings (:func:`load_pretrained_vectors`, read by the tagging
+DataModules) and the NLI input vectors.
 
 One ``token v_1 ... v_dim`` per line, fields separated by spaces or tabs, optionally after a
 word2vec header ``N D``; ``.gz`` files are read compressed. A token may contain spaces (GloVe
@@ -10,8 +11,11 @@ from __future__ import annotations
 
 import gzip
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+
+import torch
+from torch import Tensor
 
 from .files import MalformedLine
 
@@ -78,3 +82,64 @@ def read_word_vectors(
                 bad = texts[values.index(None)]
                 raise MalformedLine(path, number, f"{bad!r} is not a finite number")
             yield token, values
+
+
+def load_pretrained_vectors(
+    path: str | Path,
+    vocab_tokens: Sequence[str],
+    dim: int,
+    *,
+    lowercase_fallback: bool = True,
+    padding_idx: int | None = 0,
+    seed: int = 0,
+) -> tuple[Tensor, int]:
+    """Initial word-embedding matrix from a text file of word vectors.
+
+    Formats: those of :func:`read_word_vectors` (GloVe, word2vec text, Polyglot vectors dumped
+    as text; ``.gz`` or not). The first occurrence of a token wins.
+
+    Args:
+        path: the vector file.
+        vocab_tokens: the vocabulary, ``vocab_tokens[i]`` is the token of id ``i``.
+        dim: the expected vector size (must match the file).
+        lowercase_fallback: a token not in the file takes the vector of its lowercased form.
+        padding_idx: this row is set to 0 (``None``: no padding row).
+        seed: seeds the random rows of tokens not found, drawn from ``N(0, sigma^2)`` with sigma
+            the standard deviation of the found vectors' entries (1 when none is found).
+
+    Returns:
+        ``(matrix [len(vocab_tokens), dim] float32, number of vocabulary tokens found)``
+        (the padding row is not counted).
+
+    Raises:
+        MalformedLine: (a ``ValueError``) ``file:line`` of a malformed line (too few fields, a
+            value that is not a finite number, undecodable UTF-8) or of a dimension mismatch.
+        FileNotFoundError: ``path`` does not exist.
+    """
+    index: dict[str, list[int]] = {}
+    for i, token in enumerate(vocab_tokens):
+        if i != padding_idx:
+            index.setdefault(token, []).append(i)
+    lowered: dict[str, list[int]] = {}
+    if lowercase_fallback:
+        for token, ids in index.items():
+            if token.lower() != token:
+                lowered.setdefault(token.lower(), []).extend(ids)
+
+    exact: dict[int, list[float]] = {}
+    fallback: dict[int, list[float]] = {}
+    for token, values in read_word_vectors(path, dim, lambda t: t in index or t in lowered):
+        for i in index.get(token, ()):
+            exact.setdefault(i, values)
+        for i in lowered.get(token, ()):
+            fallback.setdefault(i, values)
+
+    vectors = {**fallback, **exact}
+    known = torch.tensor(list(vectors.values()), dtype=torch.float32).reshape(len(vectors), dim)
+    sigma = float(known.std()) if known.numel() > 1 else 1.0
+    generator = torch.Generator().manual_seed(seed)
+    matrix = torch.randn(len(vocab_tokens), dim, generator=generator) * sigma
+    matrix[torch.tensor(list(vectors), dtype=torch.long)] = known
+    if padding_idx is not None and 0 <= padding_idx < len(vocab_tokens):
+        matrix[padding_idx] = 0
+    return matrix, len(vectors)

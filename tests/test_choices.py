@@ -4,7 +4,7 @@ get ``check_choice``'s "unknown X; valid: ..." error."""
 
 from __future__ import annotations
 
-from typing import get_args
+from typing import get_args, get_type_hints
 
 import pytest
 from jsonargparse import ArgumentParser
@@ -21,7 +21,9 @@ def test_literals_follow_their_registries():
     assert get_args(AttentionName) == tuple(attention_names())
     assert get_args(IntraName) == INTRA
     assert get_args(registry.OutputName) == seq2seq.OUTPUTS
-    assert get_args(easy_first.AttentionName) == easy_first.ATTENTIONS
+    assert get_args(registry.EasyFirstAttentionName) == registry.names("easy_first")
+    hints = get_type_hints(easy_first.EasyFirstTagger.__init__)
+    assert hints["attention"] == registry.EasyFirstAttentionName
 
 
 def test_parser_lists_and_refuses_before_building():

@@ -1,17 +1,26 @@
-"""Neural easy-first taggers: shapes, masking invariance for every attention and update, the
-attention constraints (simplex rows, csoftmax evenness, fixed orders, vanilla coverage), the
-BiLSTM special case, losses, a few training steps, and the pretrained-vector loader."""
+"""Neural easy-first taggers: shapes, masking invariance for every attention of the registry's
+easy_first family and every update, the attention constraints (simplex rows, the upper bounds of
+csoftmax and csparsemax, fixed orders, vanilla coverage), NEF-S with weights that do not sum to 1,
+the BiLSTM special case, losses and a few training steps. (The pretrained-vector loader, now on
+the data side, is tested in tests/test_vectors.py.)"""
 
 from __future__ import annotations
 
-import gzip
 import math
+from typing import get_type_hints
 
 import pytest
 import torch
+import torch.nn.functional as F
 
-from lit_structattn.models.easy_first import ATTENTIONS, EasyFirstTagger
-from lit_structattn.models.tagging_encoder import TaggingEncoder, load_pretrained_vectors
+from lit_structattn.layers import registry
+from lit_structattn.models.easy_first import EasyFirstDecoder, EasyFirstTagger
+from lit_structattn.models.tagging_encoder import TaggingEncoder
+
+ATTENTIONS = registry.names("easy_first")
+#: the names whose every step is a distribution over the words (sigmoid's weights are not)
+NORMALIZED = tuple(name for name in ATTENTIONS if name != "sigmoid")
+CONSTRAINED = ("csoftmax", "csparsemax")
 
 VOCAB, AFFIXES, SOURCE, TAGS = 30, 40, 20, 6
 SMALL = dict(word_dim=8, affix_dim=6, source_dim=5, hidden_dim=5, sketch_dim=6,
@@ -60,6 +69,15 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
+def test_names_and_types_are_the_registrys():
+    for owner in (EasyFirstDecoder, EasyFirstTagger):
+        assert get_type_hints(owner.__init__)["attention"] == registry.EasyFirstAttentionName
+    assert {"csparsemax", "sigmoid"} <= set(ATTENTIONS)
+    for name in ATTENTIONS:  # learned attentions score the words, positional ones do not
+        decoder = make_tagger(attention=name, steps=2).decoder
+        assert (decoder.v is None) == (name in registry.POSITIONAL), name
+
+
 def test_shapes():
     batch, _ = make_batch(LENGTHS, extra=2)
     model = make_tagger(steps=3)
@@ -91,31 +109,76 @@ def test_masking_invariance_and_simplex(attention, update, steps):
         torch.testing.assert_close(out.attention[b, :taken, :n], alone.attention[0],
                                    atol=1e-5, rtol=1e-5)
         assert torch.all(out.attention[b, taken:] == 0)
-    # every step a sentence takes is a distribution over its words, exactly 0 at padding
+    # every step a sentence takes is a distribution over its words (sigmoid: weights in
+    # [0, 1]), exactly 0 at padding
     att = out.attention
-    assert torch.all(att >= 0)
+    assert torch.all(att >= 0) and torch.all(att <= 1 + 1e-6)
     assert torch.all(att.masked_select(~mask[:, None, :].expand_as(att)) == 0)
     taken = torch.arange(att.shape[1])[None, :] < out.steps[:, None]
     sums = att.sum(-1)
-    torch.testing.assert_close(sums[taken], torch.ones(int(taken.sum())), atol=1e-5, rtol=0)
+    if attention in NORMALIZED:
+        torch.testing.assert_close(sums[taken], torch.ones(int(taken.sum())), atol=1e-5, rtol=0)
+    else:
+        assert torch.all(sums[taken] > 0)
     assert torch.all(sums[~taken] == 0)
 
 
 @pytest.mark.parametrize("scale", [1.0, 20.0])
 @pytest.mark.parametrize("steps", [3, "L"])
 @pytest.mark.parametrize("update", ["full", "single"])
-def test_csoftmax_evenness(update, steps, scale):
+@pytest.mark.parametrize("attention", CONSTRAINED)
+def test_constrained_evenness(attention, update, steps, scale):
+    """csoftmax and csparsemax take the remaining fertilities ``1 - beta`` as upper bounds:
+    every step respects them, so no word gets more than one unit of attention in all."""
     batch, _ = make_batch(LENGTHS, extra=1, seed=3)
-    model = make_tagger(attention="csoftmax", update=update, steps=steps, seed=4)
+    model = make_tagger(attention=attention, update=update, steps=steps, seed=4)
     with torch.no_grad():
         model.decoder.v.weight.mul_(scale)  # sharper scores: the bounds become active
         out = model(**batch)
     beta = out.cumulative_attention
+    before = torch.cat([torch.zeros_like(beta[:, :1]), beta[:, :-1]], dim=1)  # beta^{n-1}
+    assert torch.all(out.attention <= (1 - before).clamp_min(0) + 1e-5)
     assert float(beta.max()) <= 1 + 1e-5
     taken = torch.tensor([n if steps == "L" else min(steps, n) for n in LENGTHS])
     torch.testing.assert_close(beta[:, -1].sum(-1), taken.to(beta.dtype), atol=1e-4, rtol=0)
     if steps == "L":  # every word is covered exactly once
         torch.testing.assert_close(beta[:, -1], out.mask.to(beta.dtype), atol=1e-4, rtol=0)
+
+
+def test_csparsemax_bounds_bind_and_give_sparse_steps():
+    """With sharp scores csparsemax puts whole units on words and leaves exact zeros; a word
+    it has covered gets nothing more."""
+    batch, _ = make_batch(LENGTHS, extra=1, seed=3)
+    model = make_tagger(attention="csparsemax", steps="L", seed=4)
+    with torch.no_grad():
+        model.decoder.v.weight.mul_(20.0)
+        out = model(**batch)
+    att, beta = out.attention, out.cumulative_attention
+    assert int((att[out.mask[:, None, :].expand_as(att)] == 0).sum()) > 0
+    covered = torch.cat([torch.zeros_like(beta[:, :1]), beta[:, :-1]], dim=1) >= 1 - 1e-6
+    assert covered.any() and torch.all(att[covered] <= 1e-5)
+
+
+def test_single_update_with_weights_not_summing_to_one_is_eq_4():
+    """NEF-S (Eq. 4) with sigmoid: ``s_i = alpha_i tanh(W_s cbar + b_s)``, ``cbar = sum_i
+    alpha_i c_i`` with the windows ``c_i`` built by hand (first step: the sketches are 0)."""
+    batch, _ = make_batch([5, 3], extra=1, seed=2)
+    model = make_tagger(attention="sigmoid", update="single", steps=1, window=1, seed=6)
+    decoder = model.decoder
+    with torch.no_grad():
+        decoder.state_map.bias.normal_()  # a bias b_s that matters
+        out = model(**batch)
+        states, mask = model.encoder(**batch)
+    alpha = out.attention[:, 0]  # [B, T]
+    assert torch.all((alpha.sum(-1) - 1).abs() > 1e-3)  # not a distribution
+    padded = F.pad(states.transpose(1, 2), (1, 1))  # [B, D_h, T + 2], zeros outside
+    windows = padded.unfold(2, 3, 1)  # [B, D_h, T, 3]: c_i
+    cbar = torch.einsum("bt,bdtk->bdk", alpha, windows)  # [B, D_h, 3]
+    weight = decoder.state_map.weight[decoder.preattention_dim:]  # W_s [D_s, D_h, 3]
+    bias = decoder.state_map.bias[decoder.preattention_dim:]
+    pooled = torch.tanh(torch.einsum("sdk,bdk->bs", weight, cbar) + bias)  # [B, D_s]
+    expected = alpha[..., None] * pooled[:, None, :]  # [B, T, D_s]
+    torch.testing.assert_close(out.sketches, expected, atol=1e-6, rtol=1e-5)
 
 
 def test_fixed_orders():
@@ -290,12 +353,17 @@ def test_gradients_are_finite(attention):
     loss.backward()
     for name, p in model.named_parameters():
         assert p.grad is None or torch.isfinite(p.grad).all(), name
+    if attention not in registry.POSITIONAL:  # the scores of the words are learned
+        assert model.decoder.v.weight.grad.abs().sum() > 0
 
 
-@pytest.mark.parametrize("crf", [False, True])
-def test_adagrad_reduces_the_loss(crf):
+@pytest.mark.parametrize(("attention", "crf"), [
+    ("csoftmax", False), ("csoftmax", True), ("csparsemax", False), ("csparsemax", True),
+    ("sigmoid", False), ("sigmoid", True),
+])
+def test_adagrad_reduces_the_loss(attention, crf):
     batch, tags = make_batch([6, 4, 5], seed=11)
-    model = make_tagger(attention="csoftmax", update="full", steps="L", crf=crf).train()
+    model = make_tagger(attention=attention, update="full", steps="L", crf=crf).train()
     optimizer = torch.optim.Adagrad(model.parameters(), lr=0.1)
     losses = []
     for _ in range(25):
@@ -309,7 +377,8 @@ def test_adagrad_reduces_the_loss(crf):
 
 
 def test_invalid_arguments():
-    with pytest.raises(ValueError, match="unknown attention"):
+    with pytest.raises(ValueError, match="unknown easy_first attention 'hardmax'; valid: "
+                       "csoftmax, csparsemax, sigmoid"):
         make_tagger(attention="hardmax")
     with pytest.raises(ValueError, match="unknown update"):
         make_tagger(update="both")
@@ -319,71 +388,3 @@ def test_invalid_arguments():
         make_tagger(steps="N")
     with pytest.raises(ValueError, match="tag_weights"):
         make_tagger(tag_weights=[1, 5])
-
-
-# ---------------------------------------------------------------------- pretrained vectors
-
-
-def write(path, lines, compress=False):
-    data = ("\n".join(lines) + "\n").encode("utf-8")
-    if compress:
-        path.write_bytes(gzip.compress(data))
-    else:
-        path.write_bytes(data)
-    return path
-
-
-VOCAB_TOKENS = ["<pad>", "<unk>", "the", "Paris", "cat", ". . .", "missing"]
-
-
-@pytest.mark.parametrize("style", ["glove", "word2vec", "tabs", "gzip"])
-def test_pretrained_vectors(tmp_path, style):
-    lines = ["the 0.1 0.2 0.3", "paris 1 2 3", "cat -1e-1 0 2.5", ". . . 7 8 9", "dog 4 4 4",
-             "the 9 9 9"]
-    if style == "word2vec":
-        lines = ["6 3"] + lines
-    if style == "tabs":
-        lines = [line.replace(" ", "\t", 1) if not line.startswith(".") else line
-                 for line in lines]
-    name = "vectors.txt.gz" if style == "gzip" else "vectors.txt"
-    path = write(tmp_path / name, lines, compress=style == "gzip")
-    matrix, found = load_pretrained_vectors(path, VOCAB_TOKENS, 3)
-    assert matrix.shape == (7, 3) and matrix.dtype == torch.float32
-    assert found == 4  # the, Paris (lowercase fallback), cat, ". . ."
-    torch.testing.assert_close(matrix[2], torch.tensor([0.1, 0.2, 0.3]))  # first one wins
-    torch.testing.assert_close(matrix[3], torch.tensor([1.0, 2, 3]))
-    torch.testing.assert_close(matrix[4], torch.tensor([-0.1, 0, 2.5]))
-    torch.testing.assert_close(matrix[5], torch.tensor([7.0, 8, 9]))
-    assert torch.all(matrix[0] == 0)
-    assert torch.all(matrix[6] != 0)  # random initialisation of words not found
-    again, _ = load_pretrained_vectors(path, VOCAB_TOKENS, 3)
-    assert torch.equal(matrix, again)
-    _, found = load_pretrained_vectors(path, VOCAB_TOKENS, 3, lowercase_fallback=False)
-    assert found == 3
-    encoder = TaggingEncoder(7, 5, word_dim=3, affix_dim=2, hidden_dim=2)
-    encoder.init_word_embeddings(matrix)
-    assert torch.equal(encoder.word_embedding.weight.data, matrix)
-
-
-@pytest.mark.parametrize(
-    "lines, line_no, message",
-    [
-        (["the 0.1 0.2 0.3", "cat 0.1 oops 0.3"], 2, "not a finite number"),
-        (["the 0.1 0.2 0.3", "cat 0.1 0.2"], 2, "expected a token and 3 values"),
-        (["the 0.1 0.2 0.3 0.4", "cat 1 2 3 4"], 1, "dimension mismatch"),
-        (["2 4", "the 0.1 0.2 0.3 0.4"], 1, "header says vectors of size 4"),
-        (["the 0.1 0.2 0.3", "cat 1 nan 3"], 2, "not a finite number"),
-    ],
-)
-def test_pretrained_vectors_errors(tmp_path, lines, line_no, message):
-    path = write(tmp_path / "bad.txt", lines)
-    with pytest.raises(ValueError, match=message) as info:
-        load_pretrained_vectors(path, VOCAB_TOKENS + ["cat"], 3)
-    assert f"bad.txt:{line_no}:" in str(info.value)
-
-
-def test_pretrained_vectors_bad_utf8(tmp_path):
-    path = tmp_path / "bad.txt"
-    path.write_bytes(b"the 1 2 3\ncat\xff 1 2 3\n")
-    with pytest.raises(ValueError, match=r"bad.txt:2: not valid UTF-8"):
-        load_pretrained_vectors(path, VOCAB_TOKENS, 3)

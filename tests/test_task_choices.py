@@ -53,7 +53,8 @@ def test_task_arguments_are_the_owners_literals():
                       "encoder": seq2seq.EncoderName, "output": seq2seq.OutputName,
                       "optimizer": transduction_task.OptimizerName,
                       "metric": transduction_task.MetricName},
-        TaggingTask: {"attention": easy_first.AttentionName, "sketch_update": easy_first.UpdateName,
+        TaggingTask: {"attention": registry.EasyFirstAttentionName,
+                      "sketch_update": easy_first.UpdateName,
                       "metric": tagging_task.MetricName},
         TranslationTask: {"attention": registry.AttentionName, "score": ScoreName,
                           "output": seq2seq.OutputName, "decoder_init": seq2seq.DecoderInit},
@@ -97,7 +98,7 @@ def run_cli(monkeypatch, capsys):
     (SEQ2SEQ, "score", sorted(SCORERS)),
     (SEQ2SEQ, "encoder", seq2seq.ENCODERS),
     (SEQ2SEQ, "optimizer", transduction_task.OPTIMIZERS),
-    (TAGGING, "attention", easy_first.ATTENTIONS),
+    (TAGGING, "attention", registry.names("easy_first")),
     (NLI, "intra", decomposable.INTRA),
     (CLASSIFIER, "score", sorted(SCORERS)),
 ], ids=["seq2seq-attention", "seq2seq-score", "seq2seq-encoder", "seq2seq-optimizer",
@@ -115,7 +116,7 @@ def test_unknown_name_is_refused_before_any_data(run_cli, base, key, choices):
     ("TransductionTask", ["--model.attention {" + ",".join(registry.attention_names()) + "}",
                      "--model.score {" + ",".join(sorted(SCORERS)) + "}",
                      "--model.encoder {" + ",".join(seq2seq.ENCODERS) + "}"]),
-    ("TaggingTask", ["--model.attention {" + ",".join(easy_first.ATTENTIONS) + "}"]),
+    ("TaggingTask", ["--model.attention {" + ",".join(registry.names("easy_first")) + "}"]),
     ("NLITask", ["--model.intra {" + ",".join(decomposable.INTRA) + "}"]),
 ])
 def test_model_help_lists_the_choices(run_cli, task, options):

@@ -15,20 +15,24 @@ then ``p_i = softmax(O [h_i; s_i^N] + o)`` (Eq. 6) or the same scores as the una
 Every affine map of ``c_i`` is a 1-D convolution (kernel ``2w + 1``, zero padding) over the
 masked states -- the same function as an affine map of the concatenated window, with the kernel
 taps in place of the window slots. The part that reads the encoder states is computed once; each
-step only convolves the sketches. For NEF-S, ``W_s cbar + b_s = sum_i alpha_i (W_s c_i + b_s)``
-because ``alpha`` sums to 1.
+step only convolves the sketches. For NEF-S, ``W_s cbar + b_s = sum_i alpha_i (W_s c_i + b_s) +
+(1 - sum_i alpha_i) b_s`` (the last term is 0 where ``alpha`` sums to 1, not for ``sigmoid``).
 
 The number of steps is capped at each sentence's length as the authors do: with ``steps="L"``
 sentence ``b`` takes exactly ``L_b`` steps, with an integer ``N`` it takes ``min(N, L_b)``.
 A sentence that has finished its steps is left unchanged by later steps of the batch (its
-attention row is 0); this also keeps csoftmax feasible (its bounds ``1 - beta`` sum to
-``L_b - n >= 1`` at every step a sentence takes).
+attention row is 0); this also keeps csoftmax and csparsemax feasible (their bounds
+``1 - beta`` sum to ``L_b - n >= 1`` at every step a sentence takes).
 
-Attention (``rho``) by name: ``softmax``, ``sparsemax``, ``csoftmax`` (bounds
-``u = max(1 - beta, 0)``), ``softmax_penalty`` (``softmax(z - lambda * beta)``), and the
-baselines ``uniform``, ``left_to_right``, ``right_to_left`` (step ``n`` attends one-hot to word
-``n`` / ``L_b - 1 - n``) and ``vanilla`` (Alg. 1: one-hot on the uncovered word whose best
-output score ``max_y O [h_i; tanh(W_s c_i + b_s)] + o`` is highest; no gradient through the
+Attention (``rho``) by name, the names of ``FAMILIES["easy_first"]`` in
+:mod:`lit_structattn.layers.registry`: the transforms of :mod:`lit_structattn.attention`
+(``softmax``, ``sparsemax``, ``sigmoid`` -- independent weights in (0, 1) that need not sum to
+1 -- and the constrained ``csoftmax`` and ``csparsemax``, both with the bounds
+``u = max(1 - beta, 0)``, the remaining fertility of every word), ``softmax_penalty``
+(``softmax(z - lambda * beta)``), and the positional baselines ``uniform``, ``left_to_right``,
+``right_to_left`` (step ``n`` attends one-hot to word ``n`` / ``L_b - 1 - n``) and ``vanilla``
+(Alg. 1: one-hot on the uncovered word whose best output score
+``max_y O [h_i; tanh(W_s c_i + b_s)] + o`` is highest; no gradient through the
 choice). Where the paper and the authors' code differ, this module follows the paper: the
 vanilla baseline ranks words by their best output *score* (the authors' code ranked by the best
 *probability*, available as ``vanilla_criterion="probability"``) and uses the sketch map
@@ -46,28 +50,24 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..attention import csoftmax, sparsemax
-from ..attention.transforms import masked_softmax
+from ..attention import Transform, get_transform
 from ..common.checks import check_choice
 from ..common.masks import lengths_to_mask
+from ..layers.registry import POSITIONAL, EasyFirstAttentionName, check_attention
 from ..structured import LinearChainCRF
 from .tagging_encoder import TaggingEncoder
 
 __all__ = [
-    "ATTENTIONS",
     "UPDATES",
     "EasyFirstDecoder",
     "EasyFirstOutput",
     "EasyFirstTagger",
 ]
 
-LEARNED_ATTENTIONS = ("softmax", "sparsemax", "csoftmax", "softmax_penalty")
-FIXED_ATTENTIONS = ("uniform", "left_to_right", "right_to_left", "vanilla")
-ATTENTIONS = LEARNED_ATTENTIONS + FIXED_ATTENTIONS
 UPDATES = ("single", "full")  # NEF-S (Eq. 4), NEF-F (Eq. 7)
 VANILLA_CRITERIA = ("score", "probability")
-# the same names as types of the constructor arguments (the tuples stay the source of truth)
-AttentionName = Literal[ATTENTIONS]
+# the same names as types of the constructor arguments (the tuples stay the source of truth;
+# the attention names are the registry's, typed registry.EasyFirstAttentionName)
 UpdateName = Literal[UPDATES]
 VanillaCriterion = Literal[VANILLA_CRITERIA]
 
@@ -117,9 +117,9 @@ class EasyFirstDecoder(nn.Module):
     Args:
         state_dim: size ``D_h`` of the encoder states ``h_i``.
         sketch_dim: sketch size ``D_s`` (paper: 50).
-        preattention_dim: ``D_z`` of Eq. 2 (paper: 50); unused by the fixed attentions.
+        preattention_dim: ``D_z`` of Eq. 2 (paper: 50); unused by the positional attentions.
         window: context half-width ``w`` (paper: 2).
-        attention: ``rho`` by name, one of :data:`ATTENTIONS`.
+        attention: ``rho`` by name, one of ``registry.names("easy_first")``.
         update: ``"full"`` (NEF-F, Eq. 7) or ``"single"`` (NEF-S, Eq. 4).
         steps: ``N``: a positive integer or ``"L"`` (one step per word); capped at each
             sentence's length.
@@ -134,14 +134,14 @@ class EasyFirstDecoder(nn.Module):
         sketch_dim: int = 50,
         preattention_dim: int = 50,
         window: int = 2,
-        attention: AttentionName = "csoftmax",
+        attention: EasyFirstAttentionName = "csoftmax",
         update: UpdateName = "full",
         steps: Steps = "L",
         penalty: float = 1.0,
         vanilla_criterion: VanillaCriterion = "score",
     ) -> None:
         super().__init__()
-        self.attention = check_choice("attention", attention, ATTENTIONS)
+        self.attention = check_attention("easy_first", "attention", attention)
         self.update = check_choice("update", update, UPDATES)
         self.vanilla_criterion = check_choice("vanilla_criterion", vanilla_criterion,
                                               VANILLA_CRITERIA)
@@ -150,7 +150,12 @@ class EasyFirstDecoder(nn.Module):
             raise ValueError(f"window must be >= 0, got {window}")
         self.window, self.penalty = window, float(penalty)
         self.sketch_dim = sketch_dim
-        self.preattention_dim = preattention_dim if attention in LEARNED_ATTENTIONS else 0
+        # the learned attentions: a transform of the scores z (softmax for softmax_penalty)
+        self.transform: Transform | None = None
+        if attention not in POSITIONAL:
+            self.transform = get_transform("softmax" if attention == "softmax_penalty"
+                                           else attention)
+        self.preattention_dim = preattention_dim if self.transform is not None else 0
         out = self.preattention_dim + sketch_dim
         kernel = 2 * window + 1
         # [W_z; W_s] applied to the window of [h; s], split into the h part and the s part.
@@ -208,8 +213,11 @@ class EasyFirstDecoder(nn.Module):
             beta = beta + alpha
             if self.update == "full":
                 sketches = sketches + alpha[:, None] * torch.tanh(pre_s)
-            else:
-                pooled = torch.tanh((alpha[:, None] * pre_s).sum(2, keepdim=True))
+            else:  # W_s cbar + b_s, whatever alpha sums to
+                bias = self.state_map.bias[self.preattention_dim:]  # b_s [D_s]
+                mass = alpha.sum(-1, keepdim=True)  # [B, 1]
+                pooled = torch.tanh((alpha[:, None] * pre_s).sum(2) + (1 - mass) * bias)
+                pooled = pooled[..., None]  # [B, D_s, 1]
                 sketches = sketches + alpha[:, None] * pooled
             attention.append(alpha)
         if attention:
@@ -235,17 +243,16 @@ class EasyFirstDecoder(nn.Module):
         T]`` (rows of finished sentences are zeroed by the caller)."""
         name = self.attention
         dtype = beta.dtype
-        if name in LEARNED_ATTENTIONS:
+        if self.transform is not None:
             z = (self.v.weight @ torch.tanh(pre_z)).squeeze(1)  # v^T tanh(.) [B, T]
-            if name == "softmax":
-                return masked_softmax(z, mask=mask)
-            if name == "sparsemax":
-                return sparsemax(z, mask=mask)
             if name == "softmax_penalty":
-                return masked_softmax(z - self.penalty * beta, mask=mask)
-            # csoftmax: finished rows get the (feasible) dummy bounds 1 and are zeroed later.
-            upper = torch.where(active[:, None], (1 - beta).clamp_min(0), torch.ones_like(beta))
-            return csoftmax(z, upper, mask=mask)
+                z = z - self.penalty * beta
+            upper = None
+            if self.transform.constrained:
+                # finished rows get the (feasible) dummy bounds 1 and are zeroed later.
+                upper = torch.where(active[:, None], (1 - beta).clamp_min(0),
+                                    torch.ones_like(beta))
+            return self.transform(z, upper, mask=mask)
         if name == "uniform":
             return mask.to(dtype) / lengths.clamp_min(1)[:, None].to(dtype)
         if name == "left_to_right":
@@ -312,7 +319,7 @@ class EasyFirstTagger(nn.Module):
         use_capitalization: bool = False,
         dropout: float = 0.2,
         steps: Steps = "L",
-        attention: AttentionName = "csoftmax",
+        attention: EasyFirstAttentionName = "csoftmax",
         update: UpdateName = "full",
         sketch_dim: int = 50,
         preattention_dim: int = 50,

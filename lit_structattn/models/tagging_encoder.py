@@ -1,5 +1,4 @@
-"""The word encoder of the neural easy-first taggers (Martins & Kreutzer 2017, §5.1, §5.3) and a
-loader for pretrained word vectors in the usual text formats.
+"""The word encoder of the neural easy-first taggers (Martins & Kreutzer 2017, §5.1, §5.3).
 
 Input of one word (POS / NER): ``concat(E_word[w], sum_n E_prefix[prefix_n(w)],
 sum_n E_suffix[suffix_n(w)])`` with ``n = 1..4``; with the paper's sizes 64 + 50 + 50 = 164.
@@ -13,20 +12,16 @@ direction) and dropout again.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from pathlib import Path
 
 import torch
 from torch import Tensor, nn
-
-from datamodules.vectors import read_word_vectors
 
 from ..common.masks import lengths_to_mask
 from ..layers.encoders import BiLSTMEncoder
 
 CAPITALIZATION_CLASSES = 4  # lower, Title, UPPER, mIxed (datamodules.tagging.capitalization)
 
-__all__ = ["TaggingEncoder", "load_pretrained_vectors"]
+__all__ = ["TaggingEncoder"]
 
 
 @torch.no_grad()
@@ -101,8 +96,9 @@ class TaggingEncoder(nn.Module):
 
     @torch.no_grad()
     def init_word_embeddings(self, matrix: Tensor) -> None:
-        """Copy ``matrix [vocab_size, word_dim]`` (e.g. from :func:`load_pretrained_vectors`)
-        into the word embeddings; the padding row stays 0. The vectors are fine-tuned."""
+        """Copy ``matrix [vocab_size, word_dim]`` (e.g. the ``pretrained_matrix`` a tagging
+        DataModule read) into the word embeddings; the padding row stays 0. The vectors are
+        fine-tuned."""
         weight = self.word_embedding.weight
         if tuple(matrix.shape) != tuple(weight.shape):
             raise ValueError(f"TaggingEncoder: pretrained matrix of shape {list(matrix.shape)} "
@@ -158,71 +154,3 @@ class TaggingEncoder(nn.Module):
         inputs = self.dropout(self.embed(words, prefixes, suffixes, aligned, caps))
         states = self.dropout(self.rnn(inputs, lengths))
         return states * mask[..., None], mask
-
-
-# ---------------------------------------------------------------------- pretrained vectors
-
-
-def load_pretrained_vectors(
-    path: str | Path,
-    vocab_tokens: Sequence[str],
-    dim: int,
-    *,
-    lowercase_fallback: bool = True,
-    padding_idx: int | None = 0,
-    seed: int = 0,
-) -> tuple[Tensor, int]:
-    """Initial word-embedding matrix from a text file of word vectors.
-
-    Formats: those of :func:`datamodules.vectors.read_word_vectors` (GloVe, word2vec text,
-    Polyglot vectors dumped as text; ``.gz`` or not). The first occurrence of a token wins.
-
-    Args:
-        path: the vector file.
-        vocab_tokens: the vocabulary, ``vocab_tokens[i]`` is the token of id ``i``.
-        dim: the expected vector size (must match the file).
-        lowercase_fallback: a token not in the file takes the vector of its lowercased form.
-        padding_idx: this row is set to 0 (``None``: no padding row).
-        seed: seeds the random rows of tokens not found, drawn from ``N(0, sigma^2)`` with sigma
-            the standard deviation of the found vectors' entries (1 when none is found).
-
-    Returns:
-        ``(matrix [len(vocab_tokens), dim] float32, number of vocabulary tokens found)``
-        (the padding row is not counted).
-
-    Raises:
-        MalformedLine: (a ``ValueError``) ``file:line`` of a malformed line (too few fields, a
-            value that is not a finite number, undecodable UTF-8) or of a dimension mismatch.
-        FileNotFoundError: ``path`` does not exist.
-    """
-    index: dict[str, list[int]] = {}
-    for i, token in enumerate(vocab_tokens):
-        if i != padding_idx:
-            index.setdefault(token, []).append(i)
-    lowered: dict[str, list[int]] = {}
-    if lowercase_fallback:
-        for token, ids in index.items():
-            if token.lower() != token:
-                lowered.setdefault(token.lower(), []).extend(ids)
-
-    exact: dict[int, list[float]] = {}
-    fallback: dict[int, list[float]] = {}
-    for token, values in read_word_vectors(path, dim, lambda t: t in index or t in lowered):
-        for i in index.get(token, ()):
-            exact.setdefault(i, values)
-        for i in lowered.get(token, ()):
-            fallback.setdefault(i, values)
-
-    vectors = {**fallback, **exact}
-    generator = torch.Generator().manual_seed(seed)
-    if vectors:
-        known = torch.tensor(list(vectors.values()), dtype=torch.float32)
-        sigma = float(known.std()) if known.numel() > 1 else 1.0
-    else:
-        sigma = 1.0
-    matrix = torch.randn(len(vocab_tokens), dim, generator=generator) * sigma
-    for i, values in vectors.items():
-        matrix[i] = torch.tensor(values, dtype=torch.float32)
-    if padding_idx is not None and 0 <= padding_idx < len(vocab_tokens):
-        matrix[padding_idx] = 0
-    return matrix, len(vectors)

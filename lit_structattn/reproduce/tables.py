@@ -141,8 +141,9 @@ _TAGGING_BUDGETS = {
            "smoke test: 5 training batches, 2 validation and 2 test batches"),
     "cpu": ((), "the paper's hyper-parameters and 20 epochs, no pretrained word vectors "
                 "(the paper's are not available offline), model selected on the dev set"),
-    "paper": ((), "as cpu; add `--model.init_args.pretrained_vectors FILE` for the paper's "
-                  "Polyglot / GloVe / Lample et al. vectors"),
+    "paper": ((), "as cpu; add `--data.init_args.pretrained_vectors FILE` for the paper's "
+                  "Polyglot / GloVe / Lample et al. vectors (`--data.init_args.vector_dim`: "
+                  "their size, the model's `word_dim`)"),
 }
 _TAGGING_NOTE = (
     "Word 64 + prefix/suffix 1-4-gram 50 + 50 embeddings (initialized uniform in +-sqrt(3 / dim), "

@@ -20,9 +20,9 @@ from lightning.pytorch.plugins.precision import MixedPrecision
 
 from ..common.checks import check_choice
 from ..figures import Raindrop
+from ..layers.registry import EasyFirstAttentionName
 from ..metrics import EntityF1, F1Mult, FirstFocusShare, TokenAccuracy
-from ..models.easy_first import AttentionName, EasyFirstTagger, UpdateName
-from ..models.tagging_encoder import load_pretrained_vectors
+from ..models.easy_first import EasyFirstTagger, UpdateName
 from .base import Task
 
 METRICS = ("accuracy", "entity_f1", "f1_mult")
@@ -35,13 +35,13 @@ class TaggingTask(Task):
     Args:
         metric: ``accuracy`` (POS), ``entity_f1`` (NER, conlleval-style) or ``f1_mult`` (QE).
         steps: sketch steps: an int (0 = the BiLSTM tagger) or ``"L"`` (one per word).
-        attention: ``softmax``, ``sparsemax``, ``csoftmax``, ``softmax_penalty``, ``uniform``,
+        attention: a name of ``registry.names("easy_first")``: ``csoftmax``, ``csparsemax``,
+            ``sigmoid``, ``softmax``, ``sparsemax``, ``softmax_penalty``, ``uniform``,
             ``left_to_right``, ``right_to_left`` or ``vanilla`` (see ``EasyFirstDecoder``).
         sketch_update: ``full`` (NEF-F) or ``single`` (NEF-S).
         crf: a linear-chain CRF output layer instead of per-token softmax.
         concat: output features ``[h_i; s_i]`` (False: ``s_i`` only, the ablation).
         tag_weights: loss weight per tag name (QE: ``{"BAD": 5.0}``); others weigh 1.
-        pretrained_vectors: a GloVe/word2vec text file to initialise the word embeddings.
         use_affixes: prefix/suffix n-gram embeddings (the QE model has none).
         use_capitalization: the authors' 4-way capitalization one-hot as an extra input.
         Other sizes: see :class:`~lit_structattn.models.easy_first.EasyFirstTagger`.
@@ -51,7 +51,7 @@ class TaggingTask(Task):
         self,
         metric: MetricName = "accuracy",
         steps: int | str = "L",
-        attention: AttentionName = "csoftmax",
+        attention: EasyFirstAttentionName = "csoftmax",
         sketch_update: UpdateName = "full",
         crf: bool = False,
         concat: bool = True,
@@ -66,7 +66,6 @@ class TaggingTask(Task):
         use_affixes: bool = True,
         use_capitalization: bool = False,
         tag_weights: dict[str, float] | None = None,
-        pretrained_vectors: str | None = None,
         lr: float = 0.1,
     ) -> None:
         super().__init__()
@@ -79,8 +78,10 @@ class TaggingTask(Task):
     # ------------------------------------------------------------------ building
 
     def configure_model(self) -> None:
-        """Build the tagger with the vocabulary sizes of ``trainer.datamodule`` (after setup);
-        without a Trainer (``load_from_checkpoint``) :meth:`on_load_checkpoint` builds it."""
+        """Build the tagger with the vocabulary sizes of ``trainer.datamodule`` (after setup) and
+        start its word embeddings from the data's pretrained vectors, if it read any
+        (``pretrained_matrix [vocab_size, word_dim]``); without a Trainer
+        (``load_from_checkpoint``) :meth:`on_load_checkpoint` builds it."""
         if self.model is not None or self._trainer is None:
             return
         data = self.trainer.datamodule
@@ -90,11 +91,10 @@ class TaggingTask(Task):
             "affixes": len(data.affix_vocab) if self.hparams.use_affixes else 0,
             "sources": len(source_vocab) if source_vocab is not None else 0,
         })
-        if self.hparams.pretrained_vectors:
-            matrix, found = load_pretrained_vectors(self.hparams.pretrained_vectors,
-                                                    data.vocab.tokens, self.hparams.word_dim)
-            self.model.encoder.init_word_embeddings(matrix)
-            self.print(f"pretrained vectors: {found} of {len(data.vocab)} words found")
+        if data.pretrained_matrix is not None:
+            self.model.encoder.init_word_embeddings(data.pretrained_matrix)
+            self.print(f"pretrained vectors: {data.pretrained_found} of {len(data.vocab)} words "
+                       "found")
 
     def _build(self, sizes: dict) -> None:
         """The tagger and metrics for the data's ``sizes``: vocabulary sizes (``words``,
