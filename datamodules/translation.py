@@ -20,11 +20,15 @@ Batches (the same layout as the tree-transduction batches, padding id 0)::
     fertility    [B, S]  (``fertility_strategy`` guided/predicted) each source token's fertility
 
 Fertilities (Malaviya et al. 2018, §4) come from eflomal's source-to-target links between the
-training subwords: ``guided`` gives each source subword type the most target subwords one of
-its tokens was linked to (at least 1, no slack); ``predicted`` trains a
-:class:`~lit_structattn.models.fertility.FertilityPredictor` on the linked counts and gives its
-expected fertility + 1. Links and the predictor are computed once and cached beside the BPE
-model. With ``constant`` there is no ``fertility`` key: the model applies its constant.
+training subwords, computed once and cached beside the BPE model: ``guided`` gives each source
+subword type the most target subwords one of its tokens was linked to (at least 1, no slack).
+``predicted`` fertilities come from a model the data does not train: the application trains a
+fertility predictor on :meth:`TranslationDataModule.fertility_training_data` (the training
+sources and their links), caches it at :meth:`TranslationDataModule.derived_file` and gives its
+predictions back with :meth:`TranslationDataModule.set_fertilities` (``TranslationTask`` does
+this in its ``prepare_data`` and ``setup`` hooks; see :mod:`lit_structattn.fertility_training`);
+until then the loaders refuse to serve batches. With ``constant`` there is no ``fertility``
+key: the model applies its constant.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import torch
+from torch.utils.data import DataLoader
 
 from lit_structattn.common.checks import check_choice
 
@@ -276,8 +281,7 @@ class TranslationDataModule(SplitDataModule):
         word_vocab_size: the size of the target word vocabulary (with its 4 specials).
         sink: append the ``<SINK>`` token to every source (constrained attention needs it).
         fertility_strategy: ``constant`` (no per-token fertilities), ``guided`` or
-            ``predicted`` (see the module docstring).
-        predictor_epochs: training epochs of the PREDICTED fertility tagger (the authors: 10).
+            ``predicted`` (given by the application, see the module docstring).
         aligner_iterations: eflomal's iterations (None: its default).
         batch_size: sentence pairs per training batch; bucket_batches: batches sorted by length
             together.
@@ -288,7 +292,9 @@ class TranslationDataModule(SplitDataModule):
             once per corpus, size and direction, keyed by a hash of the training files.
         num_workers, seed: DataLoader workers; base seed of the training batch order.
 
-    After :meth:`setup`: ``subwords`` (:class:`Subwords`), ``datasets`` and ``dropped_train``.
+    After :meth:`setup`: ``subwords`` (:class:`Subwords`), ``datasets``, ``dropped_train`` and,
+    for guided / predicted fertilities, ``training_links`` (eflomal's links of every training
+    pair, dataset order).
     """
 
     def __init__(
@@ -307,7 +313,6 @@ class TranslationDataModule(SplitDataModule):
         word_vocab_size: int = 10000,
         sink: bool = False,
         fertility_strategy: str = "constant",
-        predictor_epochs: int = 5,
         aligner_iterations: int | None = None,
         batch_size: int = 64,
         eval_batch_size: int | None = None,
@@ -339,6 +344,8 @@ class TranslationDataModule(SplitDataModule):
         self.subwords: Subwords | None = None
         self.datasets: dict[str, TranslationDataset] = {}
         self.dropped_train = 0
+        self.training_links: list[Links] | None = None
+        self._fertilities_given = False  # predicted ones, by set_fertilities
 
     def data_folder(self) -> Path:
         if self.hparams.data_dir is not None:
@@ -406,13 +413,14 @@ class TranslationDataModule(SplitDataModule):
 
     def prepare_data(self) -> None:
         """Lightning calls this in one process per node before any process's :meth:`setup`:
-        it builds the splits, and with them the cached BPE model, links and fertility
-        predictor, so the other DDP ranks load those files instead of racing to write them."""
+        it builds the splits, and with them the cached BPE model and links, so the other DDP
+        ranks load those files instead of racing to write them."""
         self.setup()
 
     def setup(self, stage: str | None = None) -> None:
-        """Read the splits, train or load the BPE model, encode, attach the fertilities (once;
-        later calls no-op)."""
+        """Read the splits, train or load the BPE model, encode, attach the constant or guided
+        fertilities (once; later calls no-op). Predicted ones come later
+        (:meth:`set_fertilities`)."""
         if self.datasets:
             return
         h = self.hparams
@@ -446,14 +454,16 @@ class TranslationDataModule(SplitDataModule):
                                                   for f in fertilities[split]],
             )
 
-    def _cached_file(self, kind: str) -> Path:
-        """A file beside the BPE model for data derived from the (filtered) training split."""
+    def derived_file(self, kind: str) -> Path:
+        """The cache file ``kind`` (a suffix such as ``it5.links``) beside the BPE model, for
+        what is derived from the (filtered) training split: eflomal's links, and the fertility
+        predictor the application trains on them."""
         model = self.subwords.model_file
         return model.parent / f"{model.stem}.max{self.hparams.max_length}.{kind}"
 
     def _training_links(self, sources: list[list[int]], targets: list[list[int]]) -> list[Links]:
         """eflomal's source-to-target links between the training subwords (cached)."""
-        path = self._cached_file(f"it{self.hparams.aligner_iterations}.links")
+        path = self.derived_file(f"it{self.hparams.aligner_iterations}.links")
         if not path.is_file():
             pieces = self.subwords.pieces
             links = align([(pieces(s), pieces(t)) for s, t in zip(sources, targets, strict=True)],
@@ -467,61 +477,83 @@ class TranslationDataModule(SplitDataModule):
     def _fertilities(
         self, sources: dict[str, list[list[int]]], train_targets: list[list[int]]
     ) -> dict[str, list[list[float]]] | None:
-        """Per split, the GUIDED or PREDICTED fertility of every source subword (None for
-        ``constant``)."""
+        """Per split, the GUIDED fertility of every source subword (None for ``constant``, and
+        for ``predicted`` until :meth:`set_fertilities`); guided and predicted keep the
+        training links in ``training_links``."""
         h = self.hparams
         if h.fertility_strategy == "constant":
             return None
-        links = self._training_links(sources["train"], train_targets)
-        if h.fertility_strategy == "guided":
-            pieces = {split: [self.subwords.pieces(s) for s in rows]
-                      for split, rows in sources.items()}
-            table = guided_fertility_table(pieces["train"], links)
-            return {split: lookup_fertilities(rows, table) for split, rows in pieces.items()}
-        from lit_structattn.models.fertility import (
-            fertility_targets,
-            fit_fertility_predictor,
-            predict_fertilities,
-        )
+        self.training_links = self._training_links(sources["train"], train_targets)
+        if h.fertility_strategy == "predicted":
+            return None
+        pieces = {split: [self.subwords.pieces(s) for s in rows]
+                  for split, rows in sources.items()}
+        table = guided_fertility_table(pieces["train"], self.training_links)
+        return {split: lookup_fertilities(rows, table) for split, rows in pieces.items()}
 
-        path = self._cached_file(f"it{h.aligner_iterations}.ep{h.predictor_epochs}.predictor")
-        if path.is_file():
-            from lit_structattn.models.fertility import FertilityPredictor
+    def source_ids(self, split: str) -> list[list[int]]:
+        """The source subword ids of every pair of ``split`` (dataset order), without the
+        ``<sink>`` token."""
+        sink = int(self.hparams.sink)
+        return [src[: len(src) - sink] for src, _, _, _ in self.datasets[split].items]
 
-            model = FertilityPredictor(len(self.subwords))
-            model.load_state_dict(torch.load(path, map_location="cpu"))
-            model.eval()
-        else:
-            targets = fertility_targets(links, [len(s) for s in sources["train"]])
-            model = fit_fertility_predictor(sources["train"], targets, len(self.subwords),
-                                            epochs=h.predictor_epochs)
-            with atomic_path(path) as partial:
-                torch.save(model.state_dict(), partial)
-        return {split: predict_fertilities(model, rows) for split, rows in sources.items()}
+    def fertility_training_data(self) -> tuple[list[list[int]], list[Links]]:
+        """What a PREDICTED fertility model learns from: the source subword ids of the
+        (filtered) training pairs without the sink (:meth:`source_ids`) and eflomal's
+        source-to-target links of each pair (``(source index, target index)`` sets).
+
+        Raises:
+            RuntimeError: the fertility strategy is not ``predicted`` or :meth:`setup` has not
+                run (there are no links).
+        """
+        if self.hparams.fertility_strategy != "predicted" or self.training_links is None:
+            raise RuntimeError("fertility_training_data needs fertility_strategy='predicted' "
+                               "and setup() first")
+        return self.source_ids("train"), self.training_links
+
+    @property
+    def awaits_fertilities(self) -> bool:
+        """Whether the splits are built with ``predicted`` fertilities still to be given
+        (:meth:`set_fertilities`)."""
+        return (self.hparams.fertility_strategy == "predicted" and bool(self.datasets)
+                and not self._fertilities_given)
+
+    def set_fertilities(self, fertilities: dict[str, list[list[float]]]) -> None:
+        """Give the ``predicted`` fertilities: per split, one value per source subword of every
+        pair (dataset order, as :meth:`source_ids`); the sink gets the placeholder 1.0.
+
+        Raises:
+            RuntimeError: the strategy is not ``predicted``, or :meth:`setup` has not run.
+            ValueError: a split is missing, or a pair's count of values is not its source's.
+        """
+        if self.hparams.fertility_strategy != "predicted" or not self.datasets:
+            raise RuntimeError("set_fertilities needs fertility_strategy='predicted' and "
+                               "setup() first")
+        for split in self.datasets:
+            values, sources = fertilities.get(split), self.source_ids(split)
+            if values is None or len(values) != len(sources) or any(
+                    len(f) != len(s) for f, s in zip(values, sources, strict=True)):
+                raise ValueError(f"set_fertilities: split {split!r} needs one fertility per "
+                                 "source subword of every pair (dataset order, no sink)")
+        sink = [1.0] * self.hparams.sink
+        for split, dataset in self.datasets.items():
+            dataset.items = [(src, tgt, i, list(f) + sink) for (src, tgt, i, _), f
+                             in zip(dataset.items, fertilities[split], strict=True)]
+        self._fertilities_given = True
+
+    def _loader(self, split: str, shuffle: bool = False) -> DataLoader:
+        """The split's batches (see :class:`~datamodules.splits.SplitDataModule`); refused
+        (``RuntimeError``) while predicted fertilities are awaited."""
+        if self.awaits_fertilities:
+            raise RuntimeError(
+                "fertility_strategy='predicted': the fertilities are not given yet; "
+                "TranslationTask gives them in its setup (or call "
+                "lit_structattn.fertility_training.give_predicted_fertilities(data, epochs))")
+        return super()._loader(split, shuffle)
 
     def references(self, split: str) -> list[str]:
         """The raw target sentences of ``split`` (dataset order)."""
         return [tgt for _, tgt in self.datasets[split].pairs]
-
-    def word_alignments(
-        self, split: str, hypotheses: Sequence[str], indices: Sequence[int] | None = None
-    ) -> tuple[list[Links], list[Links]]:
-        """Source-to-reference and source-to-hypothesis word links of the pairs ``indices``
-        (default: all) of ``split``, for the DROP score: one eflomal run over the training
-        pairs, the references and the hypotheses together (lowercased Moses tokens), as
-        Malaviya et al. aligned train + test."""
-        h, words = self.hparams, self.subwords.words
-        pairs = self.datasets[split].pairs
-        chosen = [pairs[i] for i in (range(len(pairs)) if indices is None else indices)]
-        sources = [words(src, h.src_lang) for src, _ in chosen]
-        train = [(words(s, h.src_lang), words(t, h.tgt_lang))
-                 for s, t in self.datasets["train"].pairs]
-        references = [words(t, h.tgt_lang) for _, t in chosen]
-        hyps = [words(t, h.tgt_lang) for t in hypotheses]
-        links = align(train + list(zip(sources, references, strict=True))
-                      + list(zip(sources, hyps, strict=True)), h.aligner_iterations)
-        n = len(sources)
-        return links[len(train) : len(train) + n], links[len(train) + n :]
 
     @property
     def vocab(self) -> Subwords | None:

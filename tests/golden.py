@@ -192,7 +192,7 @@ _TRANSLATION_TINY = (
     "--data.init_args.data_dir", DATA, "--data.init_args.cache_dir", f"{RUN}/cache",
     "--data.init_args.prefixes", "[train, val, test]",
     "--data.init_args.bpe_size", "60", "--data.init_args.batch_size", "32",
-    "--data.init_args.eval_batch_size", "40", "--data.init_args.predictor_epochs", "1",
+    "--data.init_args.eval_batch_size", "40", "--model.init_args.predictor_epochs", "1",
     "--model.init_args.vocab_size", "60", "--model.init_args.embed_dim", "16",
     "--model.init_args.hidden_dim", "16", "--model.init_args.encoder_dim", "8",
     "--model.init_args.max_decode_len", "30", "--model.init_args.drop_score", "false",

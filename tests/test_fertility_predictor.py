@@ -1,17 +1,26 @@
-"""The PREDICTED fertility tagger: targets from links, masking, the expected fertility, and a
-loss that falls on a learnable toy mapping."""
+"""The PREDICTED fertility tagger: targets from links, masking, the expected fertility, a
+loss that falls on a learnable toy mapping, and its training by the application (trained once
+per corpus, cached, its predictions given to the data)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
+from datamodules.translation import TranslationDataModule
+from lit_structattn.fertility_training import (
+    give_predicted_fertilities,
+    predictor_file,
+    train_fertility_predictor,
+)
 from lit_structattn.models.fertility import (
     FertilityPredictor,
     fertility_targets,
     fit_fertility_predictor,
     predict_fertilities,
 )
+
+from .translation_corpus import write_corpus
 
 
 def test_targets_count_links_per_source_token_and_cap():
@@ -56,3 +65,38 @@ def test_fit_refuses_targets_that_do_not_match_the_sources():
         fit_fertility_predictor([[3, 4]], [[1]], 10, epochs=1)
     with pytest.raises(ValueError, match="one fertility target per token"):
         fit_fertility_predictor([[3, 4]], [], 10, epochs=1)
+
+
+def test_the_application_trains_the_predictor_once_and_gives_its_fertilities(
+        tmp_path, monkeypatch):
+    """The predictor is trained on the data's training sources and links, stored beside the
+    BPE model, read back by another process (loading draws nothing from the global random
+    state), and its expected fertility + 1 of every source subword is given to the data."""
+    write_corpus(tmp_path / "corpus")
+
+    def data() -> TranslationDataModule:
+        module = TranslationDataModule(
+            data_dir=str(tmp_path / "corpus"), prefixes=("train", "val", "test"), bpe_size=60,
+            cache_dir=str(tmp_path / "cache"), fertility_strategy="predicted", sink=True)
+        module.prepare_data()
+        return module
+
+    first = data()
+    path = train_fertility_predictor(first, epochs=1, log=lambda message: None)
+    assert path == predictor_file(first, 1) and path.parent == tmp_path / "cache"
+    assert path.name.endswith(".ep1.predictor")
+    give_predicted_fertilities(first, epochs=1)
+    assert not first.awaits_fertilities
+    for src, _, _, fertility in first.datasets["val"].items:
+        assert len(fertility) == len(src) and fertility[-1] == 1.0  # the sink's placeholder
+        assert all(1.0 <= f <= 10.0 for f in fertility[:-1])  # E[class in 0..9] + 1
+
+    def trains(*args, **kwargs):
+        raise AssertionError("the cached predictor must be read")
+
+    monkeypatch.setattr("lit_structattn.fertility_training.fit_fertility_predictor", trains)
+    rank = data()
+    state = torch.get_rng_state()
+    give_predicted_fertilities(rank, epochs=1)
+    assert torch.equal(torch.get_rng_state(), state)
+    assert rank.datasets["test"].items == first.datasets["test"].items

@@ -16,7 +16,6 @@ from datamodules.translation import (
     Subwords,
     TranslationDataModule,
 )
-from lit_structattn.metrics.translation import drop_score
 
 from .translation_corpus import write_corpus
 
@@ -87,26 +86,25 @@ def test_bpe_model_is_trained_once_and_cached(tmp_path):
 
 def test_prepare_data_fills_the_cache_that_the_other_ranks_read(tmp_path, monkeypatch):
     """Under DDP, Lightning runs ``prepare_data`` in one process before every rank's ``setup``:
-    it writes the BPE model, links and predictor whole (no scratch file left), and a rank's
-    ``setup`` then trains nothing."""
+    it writes the BPE model and links whole (no scratch file left; no model: the data trains
+    none), and a rank's ``setup`` then computes nothing again."""
     corpus, cache = tmp_path / "corpus", tmp_path / "cache"
     write_corpus(corpus)
-    first = make_module(corpus, cache, fertility_strategy="predicted", predictor_epochs=1)
+    first = make_module(corpus, cache, fertility_strategy="predicted")
     first.prepare_data()
     datasets = dict(first.datasets)
     first.setup("fit")  # the process that prepared the data does not build the splits again
     assert first.datasets == datasets
-    assert sorted(path.suffix for path in cache.iterdir()) == [
-        ".links", ".model", ".predictor", ".vocab"]
+    assert sorted(path.suffix for path in cache.iterdir()) == [".links", ".model", ".vocab"]
 
     def trains(*args, **kwargs):
         raise AssertionError("setup after prepare_data must read the cache")
 
     monkeypatch.setattr(Subwords, "train", trains)
     monkeypatch.setattr("datamodules.translation.align", trains)
-    monkeypatch.setattr("lit_structattn.models.fertility.fit_fertility_predictor", trains)
-    rank = ready_module(corpus, cache, fertility_strategy="predicted", predictor_epochs=1)
+    rank = ready_module(corpus, cache, fertility_strategy="predicted")
     assert rank.datasets["test"].items == first.datasets["test"].items
+    assert rank.training_links == first.training_links
 
 
 def test_character_sources_spell_the_subwords(tmp_path):
@@ -234,30 +232,34 @@ def test_guided_fertilities_follow_the_aligner_and_are_cached(tmp_path, monkeypa
     assert again.datasets["test"].items == dm.datasets["test"].items
 
 
-def test_predicted_fertilities_are_expected_counts_plus_slack(tmp_path):
-    corpus, cache = tmp_path / "corpus", tmp_path / "cache"
-    write_corpus(corpus)
-    dm = ready_module(corpus, cache, fertility_strategy="predicted", predictor_epochs=1)
-    assert len(list(cache.glob("*.predictor"))) == 1
-    for src, _, _, fertility in dm.datasets["val"].items:
-        assert len(fertility) == len(src)
-        assert all(1.0 <= f <= 10.0 for f in fertility)  # E[class in 0..9] + 1
-
-
-def test_word_alignments_for_the_drop_score(tmp_path):
-    """A hypothesis identical to its reference drops (almost) nothing; an empty one all."""
+def test_predicted_fertilities_are_given_back_by_the_application(tmp_path):
+    """``predicted``: the data provides the training sources and their links, refuses batches
+    until the fertilities are given, and gives the sink its placeholder."""
     corpus = tmp_path / "corpus"
     write_corpus(corpus)
-    dm = ready_module(corpus, tmp_path / "cache")
-    references = dm.references("test")
-    hypotheses = [*references[:20], *[""] * 20]
-    to_reference, to_hypothesis = dm.word_alignments("test", hypotheses)
-    assert len(to_reference) == len(to_hypothesis) == 40
-    assert all(to_reference) and not any(to_hypothesis[20:])
-    # eflomal samples without a settable seed: identical pairs drop 0-4% of their words
-    # (8 runs), rarely more on this tiny corpus
-    assert drop_score(to_reference[:20], to_hypothesis[:20]) < 10
-    assert drop_score(to_reference[20:], to_hypothesis[20:]) == 100
+    dm = ready_module(corpus, tmp_path / "cache", fertility_strategy="predicted", sink=True)
+    assert dm.awaits_fertilities
+    with pytest.raises(RuntimeError, match="fertilities are not given yet"):
+        dm.train_dataloader()
+    sources, links = dm.fertility_training_data()
+    assert sources == [src[:-1] for src, _, _, _ in dm.datasets["train"].items]
+    assert len(links) == len(sources) == 300 and all(links)
+    given = {split: [[2.5] * len(s) for s in dm.source_ids(split)] for split in dm.datasets}
+    with pytest.raises(ValueError, match="split 'test' needs one fertility per source"):
+        dm.set_fertilities({**given, "test": given["test"][1:]})
+    assert dm.awaits_fertilities  # a refused set changes nothing
+    dm.set_fertilities(given)
+    assert not dm.awaits_fertilities
+    batch = next(iter(dm.val_dataloader()))
+    ends = batch["src_lengths"] - 1
+    assert (batch["fertility"][torch.arange(len(ends)), ends] == 1.0).all()  # the sink
+    words = (batch["src"] != PAD_ID) & (batch["src"] != SINK_ID)
+    assert ((batch["fertility"] == 2.5) == words).all()
+    guided = ready_module(corpus, tmp_path / "cache", fertility_strategy="guided")
+    with pytest.raises(RuntimeError, match="needs fertility_strategy='predicted'"):
+        guided.fertility_training_data()
+    with pytest.raises(RuntimeError, match="needs fertility_strategy='predicted'"):
+        guided.set_fertilities(given)
 
 
 MULTI30K = data_root() / "multi30k_en_de"

@@ -1,7 +1,7 @@
 """The translation application end to end (configs/translation through LightningCLI, in process)
-on a generated corpus: fit + test with every metric, constrained attention with GUIDED
-fertilities, COVPENALTY tuning, the runner's test-only rows, figures, a falling loss and clear
-errors for mismatched settings."""
+on a generated corpus: fit + test with every metric, constrained attention with GUIDED and
+PREDICTED fertilities (the task trains the predictor), COVPENALTY tuning, the runner's test-only
+rows, figures, a falling loss and clear errors for mismatched settings."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def tiny(corpus: Path, out: Path, row: str, *extra: str) -> list[str]:
         "--data.init_args.cache_dir", str(corpus / "cache"),
         "--data.init_args.prefixes", "[train, val, test]",
         "--data.init_args.bpe_size", "60", "--data.init_args.batch_size", "32",
-        "--data.init_args.predictor_epochs", "1",
+        "--model.init_args.predictor_epochs", "1",
         "--model.init_args.vocab_size", "60", "--model.init_args.embed_dim", "16",
         "--model.init_args.hidden_dim", "16", "--model.init_args.encoder_dim", "8",
         "--model.init_args.test_beam", "3", "--model.init_args.max_decode_len", "30",
@@ -55,7 +55,7 @@ def cli_for(args: list[str]):
     return build_cli(args, run=False)
 
 
-@pytest.mark.parametrize("row", ["softmax", "csparsemax_guided"])
+@pytest.mark.parametrize("row", ["softmax", "csparsemax_guided", "csparsemax_predicted"])
 def test_fit_and_test_report_every_metric(corpus, tmp_path, row):
     cli = cli_for(tiny(corpus, tmp_path, row, "--trainer.max_epochs", "2"))
     cli.trainer.fit(cli.model, datamodule=cli.datamodule)
@@ -137,6 +137,7 @@ def test_loss_falls_on_a_tiny_batch(corpus, tmp_path):
     cli = cli_for(tiny(corpus, tmp_path, "csparsemax_predicted", "--model.init_args.dropout",
                        "0.0"))
     cli.datamodule.setup("fit")
+    cli.model.give_fertilities(cli.datamodule)  # PREDICTED: the task's predictor gives them
     batch = next(iter(cli.datamodule.train_dataloader()))
     assert "fertility" in batch
     model = cli.model

@@ -1,5 +1,7 @@
 """Corpus-level translation metrics of Malaviya et al. (2018), §5: sacreBLEU and chrF (with their
-signatures), the REP score (repetitions) and the DROP score (dropped source words).
+signatures), the REP score (repetitions) and the DROP score (dropped source words), with the
+word alignments the DROP score needs (:func:`drop_alignments`, eflomal through
+:func:`datamodules.alignment.align`).
 
 These score whole corpora of finished translations (lists of strings or token lists), so they
 are plain functions, run once on rank 0 after decoding, not torchmetrics states.
@@ -10,7 +12,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-__all__ = ["bleu_chrf", "drop_score", "rep_score"]
+from datamodules.alignment import Links, align
+
+__all__ = ["bleu_chrf", "drop_alignments", "drop_score", "rep_score"]
 
 Alignment = Iterable[tuple[int, int]]  # (source index, target index) links
 
@@ -87,6 +91,35 @@ def drop_score(
     if aligned == 0:
         raise ValueError("drop_score: no source word is aligned to its reference")
     return 100.0 * dropped / aligned
+
+
+def drop_alignments(
+    train_pairs: Sequence[tuple[Sequence[str], Sequence[str]]],
+    sources: Sequence[Sequence[str]], references: Sequence[Sequence[str]],
+    hypotheses: Sequence[Sequence[str]], iterations: int | None = None,
+) -> tuple[list[Links], list[Links]]:
+    """The word links :func:`drop_score` compares: source-to-reference and source-to-hypothesis
+    links of every test sentence, from one eflomal run over the training pairs, the
+    ``(source, reference)`` and the ``(source, hypothesis)`` pairs together (Malaviya et al.
+    aligned train + test). Every sentence is a list of words (e.g. lowercased Moses tokens).
+
+    Args:
+        train_pairs: ``(source words, target words)`` of the training corpus (context for the
+            aligner only).
+        sources, references, hypotheses: the test sentences, one list per sentence each.
+        iterations: eflomal's iterations (None: its default).
+    Returns:
+        ``(to_reference, to_hypothesis)``: one set of ``(source index, target index)`` links per
+        test sentence each.
+    Raises:
+        ValueError: ``sources``, ``references`` and ``hypotheses`` differ in length.
+    """
+    _check_same_length(hypotheses, references)
+    _check_same_length(sources, references)
+    n = len(sources)
+    links = align([*train_pairs, *zip(sources, references, strict=True),
+                   *zip(sources, hypotheses, strict=True)], iterations)
+    return links[len(train_pairs) : len(train_pairs) + n], links[len(train_pairs) + n :]
 
 
 def _check_same_length(a: Sequence, b: Sequence) -> None:

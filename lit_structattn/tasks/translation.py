@@ -8,6 +8,10 @@ Logs ``train/loss`` (label-smoothed), ``val/loss``, ``val/ppl``, ``val/bleu`` an
 ``penalty_grid``, the COVPENALTY weights chosen on the validation set are kept in
 ``report_notes`` (the reproduction runner prints them under its table) and written with the
 test translations to ``<log_dir>/test_translations.txt``.
+
+With the data's ``fertility_strategy: predicted`` the task trains the fertility predictor (once
+per corpus, cached; :mod:`lit_structattn.fertility_training`) in ``prepare_data`` and gives the
+data its predicted fertilities in ``setup``.
 """
 
 from __future__ import annotations
@@ -22,10 +26,11 @@ import torch.nn.functional as F
 from lightning.pytorch.utilities import rank_zero_info
 from torchmetrics import MeanMetric
 
+from ..fertility_training import give_predicted_fertilities, train_fertility_predictor
 from ..figures import AttentionMap
 from ..layers.registry import AttentionName, OutputName
 from ..layers.scorers import ScoreName
-from ..metrics.translation import bleu_chrf, drop_score, rep_score
+from ..metrics.translation import bleu_chrf, drop_alignments, drop_score, rep_score
 from ..models.seq2seq import DecoderInit, Seq2Seq
 from .base import Task
 
@@ -67,6 +72,8 @@ class TranslationTask(Task):
             ``fertility`` tensor (GUIDED / PREDICTED) override the constant ``fertility``.
             Constrained attention with the sink refuses a constant ``fertility`` below 1
             (``ValueError``): the source words would get almost no attention.
+        predictor_epochs: training epochs of the fertility predictor when the data's
+            ``fertility_strategy`` is ``predicted`` (the authors: 10); unused otherwise.
         tie_embeddings: one matrix for the source and target embeddings and the output layer
             (the vocabulary is joint).
         output, joint_k, test_joint_k: the output layer (``soft``, ``beam_joint``,
@@ -106,6 +113,7 @@ class TranslationTask(Task):
         sink: bool = False,
         exhaustion_bonus: float = 0.0,
         coverage_vector: bool = False,
+        predictor_epochs: int = 5,
         tie_embeddings: bool = True,
         output: OutputName = "soft",
         joint_k: int = 6,
@@ -151,7 +159,24 @@ class TranslationTask(Task):
 
     # ---- set-up -------------------------------------------------------------------------
 
+    def prepare_data(self) -> None:
+        """Lightning calls this in one process per node, after the data's ``prepare_data``
+        (which set the data up) and before any process's ``setup``: train and cache the
+        fertility predictor if the data awaits predicted fertilities and the cache has none."""
+        data = getattr(self.trainer, "datamodule", None)
+        if getattr(data, "awaits_fertilities", False):
+            train_fertility_predictor(data, self.hparams.predictor_epochs)
+
+    def give_fertilities(self, data) -> None:
+        """Give a set-up :class:`~datamodules.translation.TranslationDataModule` that awaits
+        predicted fertilities those of the cached predictor (trained first if missing); a
+        no-op for other data. What :meth:`setup` does with the trainer's datamodule."""
+        if getattr(data, "awaits_fertilities", False):
+            give_predicted_fertilities(data, self.hparams.predictor_epochs)
+
     def setup(self, stage: str) -> None:
+        """Check the data's vocabulary sizes and ``sink`` against the model's, then give it
+        predicted fertilities if it awaits them (:meth:`give_fertilities`)."""
         self.check_vocab_size()
         data = getattr(self.trainer, "datamodule", None)
         subwords = getattr(data, "subwords", None)
@@ -169,6 +194,7 @@ class TranslationTask(Task):
                 f"model.sink={self.hparams.sink} but data.sink={data_sink}: the model's <SINK> "
                 "handling needs the data to append the token (set both)"
             )
+        self.give_fertilities(data)
 
     def configure_optimizers(self):
         optimizer = torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
@@ -304,7 +330,7 @@ class TranslationTask(Task):
             "test/ppl": math.exp(min(nll, 50.0)),
         }
         if self.hparams.drop_score:
-            metrics["test/drop"] = drop_score(*data.word_alignments("test", hypotheses, indices))
+            metrics["test/drop"] = self._drop(data, hypotheses, indices)
         self.log_dict(metrics)
         self.report_notes["BLEU"] = scores["bleu_signature"]
         self.report_notes["chrF"] = scores["chrf_signature"]
@@ -314,6 +340,19 @@ class TranslationTask(Task):
             path.write_text("\n".join(hypotheses) + "\n", encoding="utf-8")
             rank_zero_info(f"test translations written to {path}; BLEU {scores['bleu']:.2f} "
                            f"({scores['bleu_signature']})")
+
+    @staticmethod
+    def _drop(data, hypotheses: list[str], indices: list[int]) -> float:
+        """The DROP score of ``hypotheses``, the translations of the test pairs ``indices``
+        (words: the data's lowercased Moses tokens; aligned with the training pairs)."""
+        words, h = data.subwords.words, data.hparams
+        test = [data.datasets["test"].pairs[i] for i in indices]
+        train = [(words(s, h.src_lang), words(t, h.tgt_lang))
+                 for s, t in data.datasets["train"].pairs]
+        return drop_score(*drop_alignments(
+            train, [words(s, h.src_lang) for s, _ in test],
+            [words(t, h.tgt_lang) for _, t in test],
+            [words(t, h.tgt_lang) for t in hypotheses], h.aligner_iterations))
 
     # ---- figures and predictions --------------------------------------------------------
 

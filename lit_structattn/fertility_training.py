@@ -1,0 +1,78 @@
+"""The PREDICTED fertilities of Malaviya et al. (2018, §4): the application trains the fertility
+predictor (:class:`~lit_structattn.models.fertility.FertilityPredictor`) on what a
+:class:`~datamodules.translation.TranslationDataModule` provides, and gives its predictions back
+to the data; the data trains no model.
+
+Two steps, as Lightning's hooks run them under DDP (``TranslationTask`` calls both):
+
+- :func:`train_fertility_predictor` (``prepare_data``, one process per node): train on the
+  training sources and their eflomal links (:meth:`TranslationDataModule.fertility_training_data`,
+  the aligned count of every source subword, capped at ``K - 1``) unless the cache holds a
+  predictor, and store it at :func:`predictor_file`, beside the data's BPE model and links.
+- :func:`give_predicted_fertilities` (``setup``, every process): load the cached predictor
+  (training it first if it is missing) and hand every split's expected fertility + 1 to the
+  data (:meth:`TranslationDataModule.set_fertilities`).
+
+Loading does not touch the global random state (the predictor is built under
+``torch.random.fork_rng``); training uses it for dropout, as it always did.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from lightning.pytorch.utilities import rank_zero_info
+
+from datamodules.files import atomic_path
+from datamodules.translation import TranslationDataModule
+
+from .models.fertility import (
+    FertilityPredictor,
+    fertility_targets,
+    fit_fertility_predictor,
+    predict_fertilities,
+)
+
+
+def predictor_file(data: TranslationDataModule, epochs: int) -> Path:
+    """The cache file of the predictor trained for ``epochs`` on ``data``'s (filtered) training
+    split and links: ``<bpe model>.max<L>.it<aligner iterations>.ep<epochs>.predictor``."""
+    return data.derived_file(f"it{data.hparams.aligner_iterations}.ep{epochs}.predictor")
+
+
+def train_fertility_predictor(data: TranslationDataModule, epochs: int, log=rank_zero_info
+                              ) -> Path:
+    """The cached predictor's file, training it first if the cache has none (a state dict,
+    written whole with :func:`~datamodules.files.atomic_path`). ``data`` must be set up.
+
+    Returns:
+        :func:`predictor_file` of ``data`` and ``epochs``.
+    """
+    path = predictor_file(data, epochs)
+    if not path.is_file():
+        log(f"training the fertility predictor ({epochs} epochs) -> {path}")
+        sources, links = data.fertility_training_data()
+        targets = fertility_targets(links, [len(source) for source in sources])
+        model = fit_fertility_predictor(sources, targets, len(data.subwords), epochs=epochs)
+        with atomic_path(path) as partial:
+            torch.save(model.state_dict(), partial)
+    return path
+
+
+def load_fertility_predictor(path: Path, vocab_size: int) -> FertilityPredictor:
+    """The predictor stored at ``path`` (in eval mode), built without drawing from the global
+    random state."""
+    with torch.random.fork_rng(devices=[]):
+        model = FertilityPredictor(vocab_size)
+    model.load_state_dict(torch.load(path, map_location="cpu"))
+    return model.eval()
+
+
+def give_predicted_fertilities(data: TranslationDataModule, epochs: int) -> None:
+    """Set ``data``'s predicted fertilities (``data`` set up, ``fertility_strategy=
+    "predicted"``): per split, the predictor's expected fertility + 1 of every source subword
+    (a list per pair, as long as its source without the sink)."""
+    model = load_fertility_predictor(train_fertility_predictor(data, epochs), len(data.subwords))
+    data.set_fertilities({split: predict_fertilities(model, data.source_ids(split))
+                          for split in data.datasets})
