@@ -13,8 +13,9 @@ Two steps, as Lightning's hooks run them under DDP (``TranslationTask`` calls bo
   (training it first if it is missing) and hand every split's expected fertility + 1 to the
   data (:meth:`TranslationDataModule.set_fertilities`).
 
-Loading does not touch the global random state (the predictor is built under
-``torch.random.fork_rng``); training uses it for dropout, as it always did.
+Neither step touches the global random state (training follows its own seed, loading builds the
+predictor under ``torch.random.fork_rng``): a run that trains the predictor and one that finds
+it in the cache go on identically.
 """
 
 from __future__ import annotations

@@ -60,6 +60,22 @@ def test_fit_learns_word_dependent_fertilities_and_predicts_in_input_order():
     assert max(errors) < 0.3
 
 
+def test_fit_follows_its_own_seed_and_leaves_the_global_random_state_alone():
+    """Dropout included: the predictor does not depend on the global random state and does not
+    advance it, so a run that trains it continues as one that finds it cached."""
+    sources = [[1, 2, 3], [4, 5], [6, 7, 8, 9]] * 4
+    targets = [[t % 2 for t in source] for source in sources]
+    fitted = []
+    for global_seed in (0, 1):
+        torch.manual_seed(global_seed)
+        before = torch.random.get_rng_state()
+        model = fit_fertility_predictor(sources, targets, 10, epochs=2, batch_size=4,
+                                        embed_dim=4, hidden_dim=4, dropout=0.5, classes=2)
+        assert torch.equal(torch.random.get_rng_state(), before)
+        fitted.append(model.state_dict())
+    assert all(torch.equal(fitted[0][k], fitted[1][k]) for k in fitted[0])
+
+
 def test_fit_refuses_targets_that_do_not_match_the_sources():
     with pytest.raises(ValueError, match="one fertility target per token"):
         fit_fertility_predictor([[3, 4]], [[1]], 10, epochs=1)

@@ -95,17 +95,28 @@ def fit_fertility_predictor(
     their aligner fertility classes (:func:`fertility_targets`), batches of similar length in
     random order; ``sizes`` go to the predictor (``embed_dim``, ``hidden_dim``, ...). Shows a
     progress bar; returns the model in eval mode. ``ValueError`` if a source and its targets
-    differ in length (or the lists do)."""
-    from tqdm.auto import tqdm
+    differ in length (or the lists do).
 
+    Everything random (initialization, batch order, dropout) follows ``seed`` alone and the
+    global random state is left as it was: a run that trains the predictor and one that finds
+    it cached continue identically."""
     if len(sources) != len(targets) or any(
             len(s) != len(t) for s, t in zip(sources, targets, strict=True)):
         raise ValueError("every source needs one fertility target per token")
 
-    generator = torch.Generator().manual_seed(seed)
-    with torch.random.fork_rng():
+    with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = FertilityPredictor(vocab_size, **sizes)
+        return _fit(sources, targets, vocab_size, epochs, batch_size, lr, seed, **sizes)
+
+
+def _fit(
+    sources: Sequence[Sequence[int]], targets: Sequence[Sequence[int]], vocab_size: int,
+    epochs: int, batch_size: int, lr: float, seed: int, **sizes: int,
+) -> FertilityPredictor:
+    from tqdm.auto import tqdm
+
+    generator = torch.Generator().manual_seed(seed)
+    model = FertilityPredictor(vocab_size, **sizes)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     by_length = sorted(range(len(sources)), key=lambda i: len(sources[i]))
     chunks = [by_length[i : i + batch_size] for i in range(0, len(by_length), batch_size)]
