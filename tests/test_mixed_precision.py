@@ -70,6 +70,9 @@ CASES = {  # name -> (tmp_path, request) -> the arguments of `structattn fit`
     "babi-binary_crf": lambda tmp_path, _: babi_run(tmp_path, "binary_crf"),
     "nli-structured": lambda tmp_path, _: nli_run(tmp_path, "structured",
                                                   "--data.init_args.batch_size", "8"),
+    "nli-csparsemax-inter": lambda tmp_path, _: nli_run(tmp_path, "none",
+                                                        "--data.init_args.batch_size", "8",
+                                                        "--model.init_args.inter", "csparsemax"),
 }
 TAGGING_ROWS = ("bilstm", "bilstm_crf", "nef_f_csoftmax", "nef_crf_f_5")
 
