@@ -49,8 +49,9 @@ INTER_BOUND = 2.0
 
 @dataclass
 class DecomposableOutput:
-    """``logits [B, C]``; ``premise_attention [B, N, M]`` (row i: premise word i's
-    distribution over the hypothesis words), ``hypothesis_attention [B, M, N]``;
+    """``logits [B, C]``; ``premise_attention [B, N, M]`` (row i: premise word i's weights over
+    the hypothesis words, a distribution for every inter transform but ``sigmoid``; 0 at
+    padding), ``hypothesis_attention [B, M, N]``;
     ``premise_parents [B, N+1, N+1]`` / ``hypothesis_parents [B, M+1, M+1]``: ``p(k -> i)`` at
     ``[b, k, i]`` (index 0 = root), None for ``none``."""
 
@@ -212,8 +213,8 @@ class DecomposableAttention(nn.Module):
         b_mask = lengths_to_mask(hypothesis_lengths, hypothesis.shape[1])  # [B, M]
         pairs = a_mask[:, :, None] & b_mask[:, None, :]  # [B, N, M]
         scores = self.attend(a) @ self.attend(b).transpose(1, 2)  # e_ij, [B, N, M]
-        to_hypothesis = self.attention(scores, pairs, hypothesis_lengths, dim=2)  # over j
-        to_premise = self.attention(scores, pairs, premise_lengths, dim=1).transpose(1, 2)
+        to_hypothesis = self.attention(scores, pairs, hypothesis_lengths, dim=2)  # [B, N, M]
+        to_premise = self.attention(scores, pairs, premise_lengths, dim=1).mT  # [B, M, N]
         beta = to_hypothesis @ b  # [B, N, F]
         alpha = to_premise @ a  # [B, M, F]
         v1 = (self.compare(torch.cat([a, beta], -1)) * a_mask[..., None]).sum(1)  # [B, H]
