@@ -1,5 +1,6 @@
-"""Benchmark: the training-step cost of the unary and binary CRF attention over facts against
-MemN2N (Kim et al. 2017, §4.3), in the same run, at the sizes of configs/babi/base.yaml.
+"""Benchmark: the training-step cost of the unary and binary CRF attention over facts and of
+MemN2N with sparsemax against MemN2N (Kim et al. 2017, §4.3), in the same run, at the sizes of
+configs/babi/base.yaml.
 
 bAbI batches of 32 questions (task 16: K = 3 hops, 9 facts; task 2: K = 2, up to 25 facts), one
 step = forward, the answer loss summed over the batch, backward and an SGD update (gradient
@@ -29,23 +30,26 @@ from bench.timing import (
 )
 from datamodules.babi import BabiDataModule
 from lit_structattn.allocator import steady_allocator
-from lit_structattn.models.memory_network import MODELS
+from lit_structattn.layers import registry
 from lit_structattn.tasks.qa import PAPER_HOPS, QATask
 
 REPORT = Path(__file__).resolve().parent.parent / "reports" / "bench_babi.md"
 TASKS = (16, 2)
-LABELS = {"memn2n": "MemN2N", "unary_crf": "Unary CRF", "binary_crf": "Binary CRF"}
+LABELS = {"softmax": "MemN2N", "sparsemax": "MemN2N sparsemax", "unary_crf": "Unary CRF",
+          "binary_crf": "Binary CRF"}
+ATTENTIONS = registry.names("memory_network")  # every attention the memory network takes
 
 
 def step_times(task: int, steps: int) -> dict[str, list[float]]:
-    """Seconds per training step of every model on ``steps`` training batches of ``task``."""
+    """Seconds per training step of the memory network with every attention of
+    :data:`ATTENTIONS` on ``steps`` training batches of ``task``."""
     data = BabiDataModule(task=task, batch_size=32)
     data.setup("fit")
     batches = list(itertools.islice(itertools.cycle(data.train_dataloader()), steps))
     tasks = {}
-    for name in MODELS:
+    for name in ATTENTIONS:
         torch.manual_seed(0)
-        tasks[name] = QATask(**config_model_args("babi/base.yaml", model=name,
+        tasks[name] = QATask(**config_model_args("babi/base.yaml", attention=name,
                                                  vocab_size=len(data.vocab),
                                                  hops=PAPER_HOPS[task]))
 
@@ -70,8 +74,8 @@ def main() -> None:
     rows, binary = [], []
     for task in TASKS:
         times = step_times(task, args.steps)
-        base = statistics.median(times["memn2n"])
-        for name in MODELS:
+        base = statistics.median(times["softmax"])
+        for name in ATTENTIONS:
             median = statistics.median(times[name])
             if name == "binary_crf":
                 binary.append(f"task {task}: {median / base:.2f}x")

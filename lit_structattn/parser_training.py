@@ -10,7 +10,9 @@ word embeddings). Its arc scorer drops the paper's outer ``tanh`` (which bounds 
 training words seen once map to ``<unk>``; training sentences longer than ``max_length`` words
 are skipped (evaluation keeps every sentence). A trained parser is cached as one file under
 ``~/.cache/structattn/parsers`` (``$STRUCTATTN_CACHE`` replaces ``~/.cache/structattn``) with its
-vocabulary and its unlabeled attachment scores (UAS) on the EWT dev and test sets.
+vocabulary and its unlabeled attachment scores (UAS) on the EWT dev and test sets. Training
+happens only in the explicit preparation step (:func:`prepare_parser`: ``NLITask.prepare_data``
+or this module's command line); building a model only reads the cache (:func:`cached_parser`).
 
     python -m lit_structattn.parser_training --epochs 5      # trains (or reads) and prints UAS
 """
@@ -109,16 +111,31 @@ def train_parser(epochs: int = 5, embed_dim: int = 100, hidden_dim: int = 100, s
             "uas": uas}
 
 
-def pretrained_parser(epochs: int, embed_dim: int, hidden_dim: int, seed: int = 0,
-                      log=print) -> dict:
-    """The cached record of :func:`train_parser` with these settings, training it first if the
-    cache has none (written with :func:`~datamodules.files.atomic_path`)."""
+def prepare_parser(epochs: int, embed_dim: int, hidden_dim: int, seed: int = 0,
+                   log=print) -> Path:
+    """The cache file of the parser with these settings, trained by :func:`train_parser` and
+    written (with :func:`~datamodules.files.atomic_path`) only if the cache has none. The
+    explicit preparation step of the NLI rows (``NLITask.prepare_data``, run once on local
+    rank 0 before any process builds its model)."""
     path = parser_path(epochs, embed_dim, hidden_dim, seed)
     if not path.is_file():
         log(f"training the supervised parser ({epochs} epochs on UD English-EWT) -> {path}")
         record = train_parser(epochs, embed_dim, hidden_dim, seed, log=log)
         with atomic_path(path) as partial:
             torch.save(record, partial)
+    return path
+
+
+def cached_parser(epochs: int, embed_dim: int, hidden_dim: int, seed: int = 0) -> dict:
+    """The cached record of :func:`train_parser` with these settings; never trains:
+    ``FileNotFoundError`` saying how to make it when the cache has none."""
+    path = parser_path(epochs, embed_dim, hidden_dim, seed)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"no supervised parser cached at {path}: it is trained by the preparation step "
+            "(NLITask.prepare_data, which Trainer.fit/validate/test/predict run first) or by "
+            f"`python -m lit_structattn.parser_training --epochs {epochs} --embed-dim "
+            f"{embed_dim} --hidden-dim {hidden_dim} --seed {seed}`")
     return torch.load(path, map_location="cpu", weights_only=False)
 
 
@@ -139,10 +156,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--hidden-dim", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    record = pretrained_parser(args.epochs, args.embed_dim, args.hidden_dim, args.seed)
-    uas = record["uas"]
-    print(f"EWT UAS: dev {100 * uas['dev']:.2f}, test {100 * uas['test']:.2f} "
-          f"({parser_path(args.epochs, args.embed_dim, args.hidden_dim, args.seed)})")
+    settings = (args.epochs, args.embed_dim, args.hidden_dim, args.seed)
+    path = prepare_parser(*settings)
+    uas = cached_parser(*settings)["uas"]
+    print(f"EWT UAS: dev {100 * uas['dev']:.2f}, test {100 * uas['test']:.2f} ({path})")
 
 
 if __name__ == "__main__":

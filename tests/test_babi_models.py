@@ -1,5 +1,6 @@
-"""The memory models (MemN2N, unary and binary CRF): padding invariance, float64 gradcheck of the
-CRF path, a falling loss, the linear-start switch; and the QA metrics against hand-computed
+"""The memory network with every attention of the registry (MemN2N with softmax or sparsemax,
+unary and binary CRF): padding invariance (padded facts get 0 attention), float64 gradcheck of
+the CRF path, a falling loss, the linear-start switch; and the QA metrics against hand-computed
 values."""
 
 from __future__ import annotations
@@ -10,10 +11,17 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from lit_structattn.layers import registry
 from lit_structattn.metrics.qa import FactSequenceAccuracy, fact_sequence_correct
-from lit_structattn.models.memory_network import MODELS, build_memory_model, position_encoding
+from lit_structattn.models.memory_network import (
+    HOP_TRANSFORMS,
+    MemN2N,
+    build_memory_model,
+    position_encoding,
+)
 
 VOCAB = 12
+ATTENTIONS = registry.names("memory_network")
 
 
 def random_batch(batch=3, slots=4, words=5, seed=0):
@@ -51,7 +59,7 @@ def test_position_encoding_matches_the_formula():
 
 
 @pytest.mark.parametrize("linear_start", [False, True])
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", ATTENTIONS)
 def test_padding_facts_and_words_changes_nothing(name, linear_start):
     model = make(name)
     model.embeddings.linear_start = linear_start
@@ -88,7 +96,7 @@ def test_gradcheck_of_the_crf_path(name, linear_start):
     assert torch.autograd.gradcheck(logits, params, eps=1e-6, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", ATTENTIONS)
 def test_loss_falls_on_a_tiny_batch(name):
     model = make(name).train()
     inputs = random_batch(batch=8, seed=1)
@@ -105,7 +113,7 @@ def test_loss_falls_on_a_tiny_batch(name):
 
 
 def test_linear_start_removes_the_memn2n_softmax_and_is_saved():
-    model = make("memn2n")
+    model = make("softmax")
     inputs = random_batch()
     model.embeddings.linear_start = True
     linear = model(*inputs).attention
@@ -214,8 +222,54 @@ def test_fact_sequence_accuracy_by_hand():
     assert math.isnan(float(only_excluded.compute()))
 
 
-def test_unknown_model_and_binary_with_one_hop():
-    with pytest.raises(ValueError, match="valid: memn2n, unary_crf, binary_crf"):
-        build_memory_model("lstm", VOCAB)
+def test_unknown_attention_and_binary_with_one_hop():
+    with pytest.raises(ValueError, match="unknown memory_network attention 'memn2n'; valid: "
+                                         "softmax, sparsemax, unary_crf, binary_crf"):
+        build_memory_model("memn2n", VOCAB)
+    with pytest.raises(ValueError, match="valid: softmax, sparsemax"):
+        MemN2N(VOCAB, transform="csoftmax")
     with pytest.raises(ValueError, match="hops >= 2"):
         build_memory_model("binary_crf", VOCAB, hops=1)
+
+
+def test_the_attention_names_build_their_models():
+    assert HOP_TRANSFORMS == ("softmax", "sparsemax")
+    for name in ATTENTIONS:
+        model = make(name)
+        assert isinstance(model, MemN2N) == (name in HOP_TRANSFORMS)
+        if name in HOP_TRANSFORMS:
+            assert model.transform.name == name
+
+
+def test_sparsemax_hops_are_sparse_distributions_over_the_real_facts():
+    """Sparsemax per hop: each hop a distribution over the real facts (sums to 1), padded facts
+    exactly 0; with scores of this scale a hop drops some real facts outright (exactly 0,
+    unlike softmax); finite gradients."""
+    model = make("sparsemax", embed_dim=6, init_std=1.0)
+    story, story_lengths, sentence_lengths, query, query_lengths = random_batch(batch=4, seed=4)
+    padded_story = F.pad(story, (0, 0, 0, 3))  # 3 more, empty facts
+    out = model(padded_story, story_lengths, F.pad(sentence_lengths, (0, 3)), query,
+                query_lengths)
+    real = torch.arange(padded_story.shape[1]) < story_lengths[:, None]  # [B, n]
+    assert (out.attention.masked_select(~real[:, None]) == 0).all()
+    torch.testing.assert_close(out.attention.sum(-1), torch.ones(4, 3))
+    assert (out.attention.masked_select(real[:, None]) == 0).any()  # sparse among real facts
+    words = model.embeddings.words
+    words.grad = None
+    out.logits.logsumexp(-1).sum().backward()
+    assert torch.isfinite(words.grad).all()
+
+
+def test_sparsemax_memory_network_trains_on_a_tiny_batch():
+    model = make("sparsemax").train()
+    inputs = random_batch(batch=8, seed=1)
+    answers = torch.randint(1, VOCAB, (8,), generator=torch.Generator().manual_seed(2))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    losses = []
+    for _ in range(10):
+        loss = F.cross_entropy(model(*inputs).logits, answers, reduction="sum")
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0] and all(math.isfinite(x) for x in losses)

@@ -13,13 +13,11 @@ from lit_structattn.attention.transforms import TRANSFORMS, TransformName
 from lit_structattn.layers import registry
 from lit_structattn.layers.registry import AttentionName, attention_names
 from lit_structattn.models import easy_first, seq2seq
-from lit_structattn.models.decomposable import INTRA, IntraName
 
 
 def test_literals_follow_their_registries():
     assert get_args(TransformName) == tuple(sorted(TRANSFORMS))
     assert get_args(AttentionName) == tuple(attention_names())
-    assert get_args(IntraName) == INTRA
     assert get_args(registry.OutputName) == seq2seq.OUTPUTS
     assert get_args(registry.EasyFirstAttentionName) == registry.names("easy_first")
     hints = get_type_hints(easy_first.EasyFirstTagger.__init__)

@@ -65,10 +65,14 @@ CASES = {  # name -> (tmp_path, request) -> the arguments of `structattn fit`
     "translation-characters-segmentation": translation(
         "segmentation", "--config", str(TRANSLATION / "characters.yaml"),
         "--data.init_args.word_vocab_size", "12", "--model.init_args.target_vocab_size", "12"),
-    "babi-memn2n": lambda tmp_path, _: babi_run(tmp_path, "memn2n"),
+    "babi-softmax": lambda tmp_path, _: babi_run(tmp_path, "softmax"),
+    "babi-sparsemax": lambda tmp_path, _: babi_run(tmp_path, "sparsemax"),
     "babi-binary_crf": lambda tmp_path, _: babi_run(tmp_path, "binary_crf"),
     "nli-structured": lambda tmp_path, _: nli_run(tmp_path, "structured",
                                                   "--data.init_args.batch_size", "8"),
+    "nli-csparsemax-inter": lambda tmp_path, _: nli_run(tmp_path, "none",
+                                                        "--data.init_args.batch_size", "8",
+                                                        "--model.init_args.inter", "csparsemax"),
 }
 TAGGING_ROWS = ("bilstm", "bilstm_crf", "nef_f_csoftmax", "nef_crf_f_5")
 

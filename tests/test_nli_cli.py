@@ -1,17 +1,23 @@
 """NLI end to end through the project's LightningCLI at tiny size (in process, as the runner
 runs it): fit the structured row on a generated SNLI folder with the parse and soft-parent figures
-in TensorBoard, then test the best checkpoint; and the runner's ``nli`` table."""
+in TensorBoard, then test the best checkpoint; the runner's ``nli`` table; and the supervised
+parser, trained only by the task's preparation step (``prepare_data``) and read from the cache
+when the model is built."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
+import pytest
 import torch
 
+from lit_structattn import parser_training
 from lit_structattn.lightning_cli import build_cli
 from lit_structattn.models.parser import DependencyParser
 from lit_structattn.parser_training import parser_path
 from lit_structattn.reproduce.tables import TABLES
+from lit_structattn.tasks import NLITask
 from tests.test_nli_data import snli_folder
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,13 +64,22 @@ def test_nli_table_rows_and_configs():
     assert snli["structured (SNLI)"] == 86.8 and snli["structured (SICK)"] is None
 
 
+TOKENS = ["<pad>", "<unk>", "w0", "w1", "sees", "."]
+
+
+def parser_record() -> tuple[DependencyParser, dict]:
+    """A small parser (6-d embeddings, 4 per direction) and its cache record."""
+    torch.manual_seed(0)
+    parser = DependencyParser(len(TOKENS), 6, 4, bounded=False)
+    return parser, {"state_dict": parser.state_dict(), "vocab": TOKENS,
+                    "config": {"embed_dim": 6, "hidden_dim": 4},
+                    "uas": {"dev": 0.5, "test": 0.25}}
+
+
 def test_supervised_rows_reuse_the_cached_parser(tmp_path, monkeypatch):
     monkeypatch.setenv("STRUCTATTN_CACHE", str(tmp_path / "cache"))
-    torch.manual_seed(0)
-    tokens = ["<pad>", "<unk>", "w0", "w1", "sees", "."]
-    parser = DependencyParser(len(tokens), 6, 4, bounded=False)
-    record = {"state_dict": parser.state_dict(), "vocab": tokens,
-              "config": {"embed_dim": 6, "hidden_dim": 4}, "uas": {"dev": 0.5, "test": 0.25}}
+    tokens = TOKENS
+    parser, record = parser_record()
     path = parser_path(1, 6, 4, 0)
     path.parent.mkdir(parents=True)
     torch.save(record, path)  # found in the cache: no training on EWT
@@ -78,3 +93,42 @@ def test_supervised_rows_reuse_the_cached_parser(tmp_path, monkeypatch):
     assert cli.model.report_notes["supervised parser"].endswith("UAS dev 50.0 / test 25.0")
     trained = model.parser.embedding.weight
     assert not torch.equal(trained, parser.embedding.weight)  # trained on with the NLI model
+
+
+def test_the_parser_is_trained_in_prepare_data_before_the_model_is_built(tmp_path, monkeypatch):
+    """An empty cache: ``fit`` trains the parser in the task's ``prepare_data`` (before
+    ``configure_model``) and caches it; a second fit reads the cache and trains nothing."""
+    monkeypatch.setenv("STRUCTATTN_CACHE", str(tmp_path / "cache"))
+    events = []
+
+    def train_parser(epochs, embed_dim, hidden_dim, seed, log=print):
+        events.append(("train_parser", epochs, embed_dim, hidden_dim, seed))
+        return parser_record()[1]
+
+    configure_model = NLITask.configure_model
+
+    def configure_and_record(self):
+        events.append("configure_model")
+        configure_model(self)
+
+    monkeypatch.setattr(parser_training, "train_parser", train_parser)
+    monkeypatch.setattr(NLITask, "configure_model", configure_and_record)
+    quiet = ("--trainer.logger", "false", "--trainer.callbacks", "null",
+             "--trainer.enable_checkpointing", "false", "--trainer.max_steps", "1")
+    for run in ("first", "second"):
+        (tmp_path / run).mkdir()
+        cli = build_cli(tiny(tmp_path / run, "pretrained_structured", *quiet), run=False)
+        cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+        assert cli.model.model.parser is not None
+    assert events == [("train_parser", 1, 6, 4, 0), "configure_model", "configure_model"]
+    assert parser_path(1, 6, 4, 0).is_file()
+
+
+def test_building_the_model_never_trains_the_parser(tmp_path, monkeypatch):
+    monkeypatch.setenv("STRUCTATTN_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(parser_training, "train_parser",
+                        lambda *a, **k: pytest.fail("the model build trained a parser"))
+    task = NLITask(intra="hard_parent", parser_epochs=5, parser_embed_dim=6, parser_dim=4)
+    with pytest.raises(FileNotFoundError, match="prepare_data"):
+        task.build_for(SimpleNamespace())
+    assert not parser_path(5, 6, 4, 0).exists()

@@ -1,6 +1,8 @@
 """The decomposable attention model and the supervised parser: masking invariance, the attention
 both ways against a hand computation, gradcheck through the structured path, a falling loss for
-every intra-sentence variant, and the attachment score."""
+every intra-sentence variant, every inter-sentence transform forward and backward with padding
+(padded positions get exactly 0; the constrained ones within their bounds), and the attachment
+score."""
 
 from __future__ import annotations
 
@@ -12,10 +14,13 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 
-from lit_structattn.models.decomposable import INTRA, SUPERVISED, DecomposableAttention
+from lit_structattn.layers import registry
+from lit_structattn.models.decomposable import INTER_BOUND, SUPERVISED, DecomposableAttention
 from lit_structattn.models.parser import DependencyParser, attachment_counts
 
 VOCAB = 12
+INTRA = registry.names("nli", "intra")
+INTER = registry.names("nli", "inter")
 
 
 def build(intra: str, dim: int = 8, dropout: float = 0.0, **kwargs) -> DecomposableAttention:
@@ -125,10 +130,63 @@ def test_hard_parent_is_the_eisner_head():
 
 
 def test_variants_need_their_parser():
-    with pytest.raises(ValueError, match="unknown intra-sentence attention 'soft'; valid: none"):
+    with pytest.raises(ValueError, match="unknown nli intra 'soft'; valid: none"):
         DecomposableAttention(VOCAB, intra="soft")
+    with pytest.raises(ValueError, match="unknown nli inter 'hardmax'; valid: csoftmax"):
+        DecomposableAttention(VOCAB, inter="hardmax")
     with pytest.raises(ValueError, match="give parser and parser_ids"):
         DecomposableAttention(VOCAB, intra="hard_parent")
+
+
+@pytest.mark.parametrize("inter", INTER)
+@pytest.mark.parametrize("intra", ["none", "structured"])
+def test_every_inter_transform_with_padding(inter, intra):
+    """Forward and backward with padding on both sides: padded positions get exactly 0 both
+    ways, each real row is a distribution (not for sigmoid) within the bounds ``2 / length`` of
+    the constrained transforms, the batch equals its examples run alone, and the gradients are
+    finite."""
+    model = build(intra, inter=inter)
+    premise, premise_lengths, hypothesis, hypothesis_lengths = pairs()
+    output = model(premise, premise_lengths, hypothesis, hypothesis_lengths)
+    output.logits.logsumexp(-1).sum().backward()
+    for p in model.parameters():
+        assert p.grad is None or torch.isfinite(p.grad).all()
+    for b in range(2):
+        n, m = int(premise_lengths[b]), int(hypothesis_lengths[b])
+        to_hypothesis, to_premise = output.premise_attention[b], output.hypothesis_attention[b]
+        assert to_hypothesis[n:].abs().sum() == 0 and to_hypothesis[:, m:].abs().sum() == 0
+        assert to_premise[m:].abs().sum() == 0 and to_premise[:, n:].abs().sum() == 0
+        if inter != "sigmoid":
+            torch.testing.assert_close(to_hypothesis[:n].sum(-1), torch.ones(n))
+            torch.testing.assert_close(to_premise[:m].sum(-1), torch.ones(m))
+        if inter in ("csoftmax", "csparsemax"):
+            assert (to_hypothesis <= INTER_BOUND / m + 1e-6).all()
+            assert (to_premise <= INTER_BOUND / n + 1e-6).all()
+        with torch.no_grad():
+            model.eval()
+            alone = model(premise[b : b + 1, :n], premise_lengths[b : b + 1],
+                          hypothesis[b : b + 1, :m], hypothesis_lengths[b : b + 1])
+            batched = model(premise, premise_lengths, hypothesis, hypothesis_lengths)
+            model.train()
+        torch.testing.assert_close(batched.logits[b], alone.logits[0], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(batched.premise_attention[b, :n, :m],
+                                   alone.premise_attention[0], atol=1e-6, rtol=1e-5)
+
+
+def test_loss_falls_with_sparsemax_between_the_sentences():
+    model = build("none", dim=16, inter="sparsemax")
+    premise, premise_lengths, hypothesis, hypothesis_lengths = pairs()
+    labels = torch.tensor([0, 2])
+    optimizer = torch.optim.Adagrad(model.parameters(), lr=0.05, initial_accumulator_value=0.1)
+    losses = []
+    for _ in range(30):
+        output = model(premise, premise_lengths, hypothesis, hypothesis_lengths)
+        loss = F.cross_entropy(output.logits, labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0]
 
 
 def test_attachment_counts_by_hand():

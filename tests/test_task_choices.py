@@ -9,6 +9,7 @@ from typing import get_args, get_type_hints
 
 import pytest
 
+from datamodules.babi import BabiDataModule
 from datamodules.nli import NLIDataModule
 from datamodules.synthetic import NeedleDataModule
 from datamodules.tree_transduction import TreeTransductionDataModule
@@ -17,7 +18,7 @@ from lit_structattn import cli, lightning_cli
 from lit_structattn.attention.transforms import TransformName
 from lit_structattn.layers import registry
 from lit_structattn.layers.scorers import SCORERS, ScoreName
-from lit_structattn.models import decomposable, easy_first, memory_network, seq2seq
+from lit_structattn.models import easy_first, seq2seq
 from lit_structattn.tasks import (
     NLITask,
     QATask,
@@ -26,7 +27,6 @@ from lit_structattn.tasks import (
     TransductionTask,
     TranslationTask,
 )
-from lit_structattn.tasks import qa as qa_task
 from lit_structattn.tasks import tagging as tagging_task
 from lit_structattn.tasks import transduction as transduction_task
 
@@ -38,6 +38,8 @@ TAGGING = ["--model", "lit_structattn.tasks.TaggingTask",
            "--data", "datamodules.ud_pos.UDPOSDataModule", "--data.init_args.data_dir", MISSING]
 NLI = ["--model", "lit_structattn.tasks.NLITask",
        "--data", "datamodules.nli.NLIDataModule", "--data.init_args.data_dir", MISSING]
+BABI = ["--model", "lit_structattn.tasks.QATask",
+        "--data", "datamodules.babi.BabiDataModule", "--data.init_args.data_dir", MISSING]
 CLASSIFIER = ["--model", "lit_structattn.tasks.SequenceClassifier",
               "--model.init_args.vocab_size", "20", "--model.init_args.num_classes", "5",
               "--data", "datamodules.synthetic.NeedleDataModule"]
@@ -47,7 +49,7 @@ def test_task_arguments_are_the_owners_literals():
     assert get_args(ScoreName) == tuple(sorted(SCORERS))
     expected = {
         SequenceClassifier: {"score": ScoreName, "transform": TransformName},
-        NLITask: {"intra": decomposable.IntraName},
+        NLITask: {"intra": registry.IntraAttentionName, "inter": registry.InterAttentionName},
         TransductionTask: {"attention": registry.AttentionName, "score": ScoreName,
                       "source_attention": seq2seq.SourceAttentionName,
                       "encoder": seq2seq.EncoderName, "output": seq2seq.OutputName,
@@ -58,7 +60,7 @@ def test_task_arguments_are_the_owners_literals():
                       "metric": tagging_task.MetricName},
         TranslationTask: {"attention": registry.AttentionName, "score": ScoreName,
                           "output": seq2seq.OutputName, "decoder_init": seq2seq.DecoderInit},
-        QATask: {"model": qa_task.ModelName},
+        QATask: {"attention": registry.MemoryAttentionName},
     }
     for task, arguments in expected.items():
         hints = get_type_hints(task.__init__)
@@ -67,7 +69,6 @@ def test_task_arguments_are_the_owners_literals():
     assert get_args(transduction_task.OptimizerName) == transduction_task.OPTIMIZERS
     assert get_args(transduction_task.MetricName) == transduction_task.METRICS
     assert get_args(tagging_task.MetricName) == tagging_task.METRICS
-    assert get_args(qa_task.ModelName) == memory_network.MODELS
 
 
 @pytest.fixture
@@ -78,7 +79,8 @@ def run_cli(monkeypatch, capsys):
     monkeypatch.setattr(cli, "steady_allocator", lambda: "")  # keep pytest's allocator as is
     monkeypatch.setattr(lightning_cli.StructAttnCLI, "instantiate_classes",
                         lambda self: touched.append("instantiate_classes"))
-    for data in (TreeTransductionDataModule, UDPOSDataModule, NLIDataModule, NeedleDataModule):
+    for data in (TreeTransductionDataModule, UDPOSDataModule, NLIDataModule, NeedleDataModule,
+                 BabiDataModule):
         for hook in ("prepare_data", "setup"):
             monkeypatch.setattr(data, hook, lambda *a, _n=f"{data.__name__}.{hook}", **k:
                                 touched.append(_n))
@@ -99,10 +101,12 @@ def run_cli(monkeypatch, capsys):
     (SEQ2SEQ, "encoder", seq2seq.ENCODERS),
     (SEQ2SEQ, "optimizer", transduction_task.OPTIMIZERS),
     (TAGGING, "attention", registry.names("easy_first")),
-    (NLI, "intra", decomposable.INTRA),
+    (NLI, "intra", registry.names("nli", "intra")),
+    (NLI, "inter", registry.names("nli", "inter")),
+    (BABI, "attention", registry.names("memory_network")),
     (CLASSIFIER, "score", sorted(SCORERS)),
 ], ids=["seq2seq-attention", "seq2seq-score", "seq2seq-encoder", "seq2seq-optimizer",
-        "tagging-attention", "nli-intra", "classifier-score"])
+        "tagging-attention", "nli-intra", "nli-inter", "babi-attention", "classifier-score"])
 def test_unknown_name_is_refused_before_any_data(run_cli, base, key, choices):
     status, _, err = run_cli("fit", *base, f"--model.init_args.{key}", "hardmax")
     assert status == 2, err
@@ -117,7 +121,9 @@ def test_unknown_name_is_refused_before_any_data(run_cli, base, key, choices):
                      "--model.score {" + ",".join(sorted(SCORERS)) + "}",
                      "--model.encoder {" + ",".join(seq2seq.ENCODERS) + "}"]),
     ("TaggingTask", ["--model.attention {" + ",".join(registry.names("easy_first")) + "}"]),
-    ("NLITask", ["--model.intra {" + ",".join(decomposable.INTRA) + "}"]),
+    ("NLITask", ["--model.intra {" + ",".join(registry.names("nli", "intra")) + "}",
+                 "--model.inter {" + ",".join(registry.names("nli", "inter")) + "}"]),
+    ("QATask", ["--model.attention {" + ",".join(registry.names("memory_network")) + "}"]),
 ])
 def test_model_help_lists_the_choices(run_cli, task, options):
     status, out, _ = run_cli("fit", "--model.help", f"lit_structattn.tasks.{task}")

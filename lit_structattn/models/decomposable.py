@@ -17,34 +17,41 @@ word with a parent, ``x^_i = [x_i; sum_k p(k -> i) x_k]`` (``k = 0`` is a learne
 The parsing layer (:class:`~lit_structattn.models.parser.DependencyParser`) has its own word
 embeddings, as the paper's (there initialised with GloVe), a BiLSTM and the arc MLP of A.1.
 
-Attend: ``e_ij = F(x^_i)^T F(y^_j)``, ``beta_i = sum_j softmax_j(e_ij) y^_j``,
-``alpha_j = sum_i softmax_i(e_ij) x^_i``. Compare: ``G([x^_i; beta_i])``, ``G([y^_j;
-alpha_j])``. Aggregate: sums over the words, ``H`` on their concatenation, a linear layer to
-the label scores. ``F``, ``G``, ``H``: 2 layers of ReLU units with dropout before each layer.
+Attend: ``e_ij = F(x^_i)^T F(y^_j)``, ``beta_i = sum_j T_j(e_i.) y^_j``,
+``alpha_j = sum_i T_i(e_.j) x^_i`` with the inter-sentence transform ``T`` (Parikh et al.:
+softmax; any transform of :mod:`lit_structattn.attention` by name, see
+:class:`DecomposableAttention`). Compare: ``G([x^_i; beta_i])``, ``G([y^_j; alpha_j])``.
+Aggregate: sums over the words, ``H`` on their concatenation, a linear layer to the label
+scores. ``F``, ``G``, ``H``: 2 layers of ReLU units with dropout before each layer.
+
+Both attention roles take their names from the registry
+(:data:`~lit_structattn.layers.registry.FAMILIES` ``["nli"]``): ``inter`` (between the
+sentences) and ``intra`` (within each sentence).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 from torch import Tensor, nn
 
-from ..attention.transforms import masked_softmax
-from ..common.checks import check_choice
+from ..attention import get_transform
 from ..common.masks import lengths_to_mask
+from ..layers import registry
 from .parser import DependencyParser
 
-INTRA = ("none", "simple", "structured", "hard_parent", "pretrained_structured")
+#: The intra-sentence attentions that need a supervised parser (``parser`` and ``parser_ids``).
 SUPERVISED = ("hard_parent", "pretrained_structured")
-IntraName = Literal[INTRA]  # as the type of the constructor argument
+#: The constrained inter-sentence transforms bound every position at ``INTER_BOUND / length``.
+INTER_BOUND = 2.0
 
 
 @dataclass
 class DecomposableOutput:
-    """``logits [B, C]``; ``premise_attention [B, N, M]`` (row i: premise word i's
-    distribution over the hypothesis words), ``hypothesis_attention [B, M, N]``;
+    """``logits [B, C]``; ``premise_attention [B, N, M]`` (row i: premise word i's weights over
+    the hypothesis words, a distribution for every inter transform but ``sigmoid``; 0 at
+    padding), ``hypothesis_attention [B, M, N]``;
     ``premise_parents [B, N+1, N+1]`` / ``hypothesis_parents [B, M+1, M+1]``: ``p(k -> i)`` at
     ``[b, k, i]`` (index 0 = root), None for ``none``."""
 
@@ -69,7 +76,8 @@ class DecomposableAttention(nn.Module):
         num_classes: labels.
         embed_dim: word vector size (ignored when ``vectors`` is given).
         hidden_dim: size of the projection and of every MLP layer (paper: 300).
-        intra: one of :data:`INTRA`.
+        intra: the intra-sentence attention, a name of ``registry.FAMILIES["nli"]["intra"]``
+            (see the module docstring).
         dropout: before every MLP layer (paper: 0.2).
         vectors: fixed input vectors ``[vocab_size, D]`` (e.g. unit-norm GloVe), or None for
             trained embeddings.
@@ -82,6 +90,19 @@ class DecomposableAttention(nn.Module):
         init_std: every trained weight starts from ``N(0, init_std^2)`` (paper: 0.01); None
             keeps PyTorch's default initialization. Trained word embeddings start from
             ``N(0, 1)`` either way, like the paper's out-of-vocabulary vectors.
+        inter: the inter-sentence transform, a name of ``registry.FAMILIES["nli"]["inter"]``:
+            ``softmax`` (Parikh et al.), ``sparsemax``, ``sigmoid`` (independent weights in
+            (0, 1), not a distribution), or the constrained ``csoftmax`` / ``csparsemax``. The
+            constrained ones get the uniform upper bound ``INTER_BOUND / length`` = ``2 / m``
+            on each of the ``m`` hypothesis words a premise word attends to (``2 / n`` on the
+            ``n`` premise words in the other direction). NLI has no fertility to predict
+            (the bounds of the translation and tagging models come from fertilities or a
+            coverage budget, which do not exist between two sentences), so every word of a
+            sentence gets the same bound. At ``1 / m`` the bounds would sum to exactly 1 and
+            force the uniform distribution; ``2 / m`` leaves the transform room to choose (the
+            bounds sum to 2) while no word takes more than twice its uniform share, so a
+            word's mass is spread over at least half of the other sentence. The factor 2 is a
+            choice, not tuned. Padded positions get exactly 0 with every transform.
     """
 
     def __init__(
@@ -90,7 +111,7 @@ class DecomposableAttention(nn.Module):
         num_classes: int = 3,
         embed_dim: int = 300,
         hidden_dim: int = 300,
-        intra: IntraName = "none",
+        intra: registry.IntraAttentionName = "none",
         dropout: float = 0.2,
         vectors: Tensor | None = None,
         parser_embed_dim: int = 100,
@@ -98,9 +119,11 @@ class DecomposableAttention(nn.Module):
         parser: DependencyParser | None = None,
         parser_ids: Tensor | None = None,
         init_std: float | None = 0.01,
+        inter: registry.InterAttentionName = "softmax",
     ) -> None:
         super().__init__()
-        check_choice("intra-sentence attention", intra, INTRA)
+        registry.check_attention("nli", "intra", intra)
+        self.inter = get_transform(registry.check_attention("nli", "inter", inter))
         if (intra in SUPERVISED) != (parser is not None) or (parser is None) != (
                 parser_ids is None):
             raise ValueError(f"intra={intra!r}: give parser and parser_ids exactly for "
@@ -169,6 +192,17 @@ class DecomposableAttention(nn.Module):
         soft_parent = parents.transpose(1, 2)[:, 1:] @ nodes  # sum_k p(k -> i) x_k, [B, N, H]
         return torch.cat([x, soft_parent], dim=-1), parents
 
+    def attention(self, scores: Tensor, pairs: Tensor, lengths: Tensor, dim: int) -> Tensor:
+        """The inter-sentence transform of ``scores [B, N, M]`` over ``dim`` (2: each premise
+        word over the hypothesis words, 1: each hypothesis word over the premise words), 0
+        where ``pairs [B, N, M]`` (bool) is False; ``lengths [B]`` are the lengths of the
+        sentence attended to (for the bounds ``INTER_BOUND / length`` of the constrained
+        transforms)."""
+        upper = None
+        if self.inter.constrained:
+            upper = (INTER_BOUND / lengths.clamp(min=1)).to(scores.dtype)[:, None, None]
+        return self.inter(scores, upper, dim=dim, mask=pairs)
+
     def forward(self, premise: Tensor, premise_lengths: Tensor, hypothesis: Tensor,
                 hypothesis_lengths: Tensor) -> DecomposableOutput:
         """``premise [B, N]`` and ``hypothesis [B, M]`` word ids (0 = padding) with their
@@ -179,8 +213,8 @@ class DecomposableAttention(nn.Module):
         b_mask = lengths_to_mask(hypothesis_lengths, hypothesis.shape[1])  # [B, M]
         pairs = a_mask[:, :, None] & b_mask[:, None, :]  # [B, N, M]
         scores = self.attend(a) @ self.attend(b).transpose(1, 2)  # e_ij, [B, N, M]
-        to_hypothesis = masked_softmax(scores, dim=2, mask=pairs)  # over j, [B, N, M]
-        to_premise = masked_softmax(scores, dim=1, mask=pairs).transpose(1, 2)  # over i, [B, M, N]
+        to_hypothesis = self.attention(scores, pairs, hypothesis_lengths, dim=2)  # [B, N, M]
+        to_premise = self.attention(scores, pairs, premise_lengths, dim=1).mT  # [B, M, N]
         beta = to_hypothesis @ b  # [B, N, F]
         alpha = to_premise @ a  # [B, M, F]
         v1 = (self.compare(torch.cat([a, beta], -1)) * a_mask[..., None]).sum(1)  # [B, H]

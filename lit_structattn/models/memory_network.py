@@ -1,12 +1,19 @@
 """Memory networks for bAbI question answering (Kim et al. 2017, §4.3 and A.4).
 
 * :class:`MemN2N` — the end-to-end memory network of Sukhbaatar et al. (2015): K greedy hops of
-  softmax attention over the facts, ``q^{k+1} = q^k + c^k``, answer ``softmax(W(q^K + c^K))``.
+  attention over the facts, ``q^{k+1} = q^k + c^k``, answer ``softmax(W(q^K + c^K))``; each hop
+  attends with a transform of :mod:`lit_structattn.attention` (``softmax``, the paper's, or
+  ``sparsemax``).
 * :class:`ChainCRFMemory` — the unary and binary CRF models: one K-step chain over the n facts
   (:class:`~lit_structattn.layers.chain_over_facts.ChainAttention`), ``q^{k+1} = Q q^k``, one
   context vector ``c = sum_k sum_i p(z_k = i) o_i^k`` and answer ``softmax(W(q^K + c))``.
 
-Shared by all three (A.4): bag-of-words sentence embeddings with position encoding (see
+The model family takes its attention by name from the registry
+(:data:`~lit_structattn.layers.registry.FAMILIES` ``["memory_network"]``: ``softmax``,
+``sparsemax``, ``unary_crf``, ``binary_crf``); :func:`build_memory_model` builds the model of a
+name.
+
+Shared by all of them (A.4): bag-of-words sentence embeddings with position encoding (see
 :func:`position_encoding`), temporal encoding (a learned vector per memory age, the
 newest fact has age 0), adjacent weight tying (``K + 1`` embedding matrices ``E_0 .. E_K``: hop
 k reads its keys ``x^k`` from ``E_{k-1}`` and its values ``o^k`` from ``E_k``, the query from
@@ -31,17 +38,24 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..attention import get_transform
 from ..common.checks import check_choice
+from ..layers import registry
 from ..layers.chain_over_facts import FORBIDDEN, ChainAttention
+
+#: The attention names of the family that are transforms per hop (:class:`MemN2N`); the others
+#: are the chains over facts (:class:`ChainCRFMemory`).
+HOP_TRANSFORMS = tuple(name for name in registry.names("memory_network")
+                       if name in registry.TRANSFORM_NAMES)
 
 
 @dataclass
 class MemoryOutput:
-    """``logits [B, V]`` over the vocabulary, ``attention [B, K, n]`` (p(z_k = i); during linear
-    start the MemN2N's unnormalized weights), ``fact_sequence [B, K]`` (the selected slot per
-    step: per-hop argmax for MemN2N, the most likely sequence for the CRFs; None in training
-    mode, where it is not computed) and, for the binary CRF, ``edge_marginals [B, K-1, n, n]``
-    (p(z_k = i, z_{k+1} = j))."""
+    """``logits [B, V]`` over the vocabulary, ``attention [B, K, n]`` (p(z_k = i), 0 on padded
+    facts; during linear start the MemN2N's unnormalized weights), ``fact_sequence [B, K]``
+    (the selected slot per step: per-hop argmax for MemN2N, the most likely sequence for the
+    CRFs; None in training mode, where it is not computed) and, for the binary CRF,
+    ``edge_marginals [B, K-1, n, n]`` (p(z_k = i, z_{k+1} = j))."""
 
     logits: Tensor
     attention: Tensor
@@ -128,19 +142,26 @@ class _MemoryEmbeddings(nn.Module):
 class MemN2N(nn.Module):
     """End-to-end memory network, K hops (A.4).
 
+    Hop k attends over the facts with ``transform(x_i^k . q^k)`` over the real facts (padded
+    facts get exactly 0): ``softmax`` is Sukhbaatar et al.'s model, ``sparsemax`` its sparse
+    counterpart (a hop may then put all its mass on one fact, or share it among a few).
+
     Linear start: while ``linear_start`` is True the attention of every hop is the raw score
-    ``x_i^k . q^k`` (0 on padded facts) instead of its softmax.
+    ``x_i^k . q^k`` (0 on padded facts) instead of its transform.
 
     Args:
         vocab_size, hops (K), embed_dim (D = 20 in the paper), memory_size (most facts, 25),
         temporal_noise (probability of an empty memory, 0.1), init_std (0.1, as Sukhbaatar et
         al.).
+        transform: one of :data:`HOP_TRANSFORMS` (``softmax`` or ``sparsemax``).
     """
 
     def __init__(self, vocab_size: int, hops: int = 3, embed_dim: int = 20,
                  memory_size: int = 25, temporal_noise: float = 0.1,
-                 init_std: float = 0.1) -> None:
+                 init_std: float = 0.1, transform: str = "softmax") -> None:
         super().__init__()
+        self.transform = get_transform(check_choice("memory network hop transform", transform,
+                                                    HOP_TRANSFORMS))
         self.embeddings = _MemoryEmbeddings(vocab_size, hops, embed_dim, memory_size,
                                             temporal_noise, init_std)
 
@@ -157,7 +178,7 @@ class MemN2N(nn.Module):
             if emb.linear_start:
                 attention = scores * real
             else:
-                attention = scores.masked_fill(~real, float("-inf")).softmax(-1)
+                attention = self.transform(scores, mask=real)
             state = state + (attention[:, None, :] @ memories[:, k + 1]).squeeze(1)  # q^{k+1}
             hops.append(attention)
         attention = torch.stack(hops, 1)  # [B, K, n]
@@ -281,13 +302,13 @@ def _log_normalize(scores: Tensor, allowed: Tensor) -> Tensor:
     return scores.masked_fill(~allowed, FORBIDDEN).log_softmax(-1)
 
 
-MODELS = ("memn2n", "unary_crf", "binary_crf")
-
-
-def build_memory_model(name: str, vocab_size: int, **kwargs) -> nn.Module:
-    """``memn2n``, ``unary_crf`` or ``binary_crf`` with the given sizes (``ValueError``
-    otherwise)."""
-    check_choice("memory model", name, MODELS)
-    if name == "memn2n":
-        return MemN2N(vocab_size, **kwargs)
-    return ChainCRFMemory(vocab_size, binary=name == "binary_crf", **kwargs)
+def build_memory_model(attention: registry.MemoryAttentionName, vocab_size: int,
+                       **kwargs) -> nn.Module:
+    """The memory network attending with ``attention`` (a name of
+    ``registry.FAMILIES["memory_network"]["attention"]``; ``ValueError`` listing them
+    otherwise): :class:`MemN2N` for a transform per hop (``softmax``, ``sparsemax``),
+    :class:`ChainCRFMemory` for ``unary_crf`` / ``binary_crf``; ``kwargs`` are the sizes."""
+    registry.check_attention("memory_network", "attention", attention)
+    if attention in HOP_TRANSFORMS:
+        return MemN2N(vocab_size, transform=attention, **kwargs)
+    return ChainCRFMemory(vocab_size, binary=attention == "binary_crf", **kwargs)

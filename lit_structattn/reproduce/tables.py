@@ -422,7 +422,8 @@ _BABI_PAPER = {
     16: ((97.1, 91.0), (97.9, 85.6), (98.0, 41.4)), 17: ((61.1, 23.9), (60.6, 49.6), (59.7, 10.5)),
     18: ((86.4, 3.3), (92.2, 3.9), (92.0, 1.4)), 19: ((21.3, 10.2), (24.4, 11.5), (24.3, 7.8)),
 }
-_BABI_MODELS = (("MemN2N", "memn2n"), ("Binary CRF", "binary_crf"), ("Unary CRF", "unary_crf"))
+# The models of Table 4 as (label, attention name = row config configs/babi/rows/<name>.yaml).
+_BABI_MODELS = (("MemN2N", "softmax"), ("Binary CRF", "binary_crf"), ("Unary CRF", "unary_crf"))
 
 
 def _babi_row(task: int, model: int) -> Row:
@@ -453,14 +454,14 @@ TABLES["babi_qa"] = Table(
         "fixed seed), the 1000 test questions; memory = the last 25 statements. Embeddings of "
         "size 20, position encoding in the form of the MemN2N authors' code (twice the scale "
         "of the formula printed in their paper, which left task 16 unlearned: see "
-        "lit_structattn/models/memory.py), temporal encoding, adjacent weight tying, random "
-        "noise 0.1, init N(0, 0.1), K "
+        "lit_structattn/models/memory_network.py), temporal encoding, adjacent weight tying, "
+        "random noise 0.1, init N(0, 0.1), K "
         "hops per task as in Table 4 (3 for tasks 3, 7, 8, 16, else 2); SGD lr 0.01 on the loss "
         "summed over batches of 32, halved every 25 epochs, gradient norm 40, linear start for "
         "20 epochs (MemN2N: no softmax; binary CRF: the chain's linear counterpart, MemN2N's "
         "hops without the softmax, alpha_{k+1}(j) = theta_{k+1}(j) + sum_{i != j} alpha_k(i) "
         "o_i^k . x_j^{k+1}, then the CRF, whose pairwise link is the same o_i^k . x_j^{k+1} "
-        "(A.4 prints x_i^k . x_j^{k+1}; see lit_structattn/models/memory.py), with its "
+        "(A.4 prints x_i^k . x_j^{k+1}; see lit_structattn/models/memory_network.py), with its "
         "potentials log-softmaxed where the authors' "
         "code does it, each transition row over the next fact and the first and last steps "
         "over the facts; unary CRF: raw potentials, then a per-step log-softmax, which changes "

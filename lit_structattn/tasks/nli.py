@@ -1,5 +1,6 @@
 """Natural language inference (Kim et al. 2017, §4.4, A.5, Table 5): the decomposable attention
-model with no, simple, structured, hard-parent or pretrained structured intra-sentence attention.
+model with no, simple, structured, hard-parent or pretrained structured intra-sentence attention,
+and any transform between the sentences.
 """
 
 from __future__ import annotations
@@ -9,12 +10,8 @@ import torch.nn.functional as F
 from torchmetrics.classification import MulticlassAccuracy
 
 from ..figures import AttentionMap
-from ..models.decomposable import (
-    SUPERVISED,
-    DecomposableAttention,
-    DecomposableOutput,
-    IntraName,
-)
+from ..layers import registry
+from ..models.decomposable import SUPERVISED, DecomposableAttention, DecomposableOutput
 from .base import Task
 
 
@@ -22,26 +19,33 @@ class NLITask(Task):
     """Trains :class:`~lit_structattn.models.decomposable.DecomposableAttention` on the batches
     of :class:`datamodules.nli.NLIDataModule` (``premise``, ``hypothesis``, their lengths,
     ``labels``). The model is built in :meth:`configure_model` from the data's vocabulary and
-    pretrained vectors (if any).
+    pretrained vectors (if any); the supervised parser of ``hard_parent`` /
+    ``pretrained_structured`` is trained in :meth:`prepare_data` (once, on local rank 0, cached)
+    and only read from the cache when the model is built.
 
     Adagrad (lr 0.05, initial accumulator 0.1), weights from ``N(0, init_std^2)``; clip the
     gradient norm at 5 with ``trainer.gradient_clip_val`` (A.5). Logs ``train/loss``,
     ``val/loss``, ``val/accuracy`` and ``test/accuracy``.
 
     Args:
-        intra: ``none``, ``simple``, ``structured``, ``hard_parent`` or
-            ``pretrained_structured``.
+        intra: the intra-sentence attention (``registry.FAMILIES["nli"]["intra"]``): ``none``,
+            ``simple``, ``structured``, ``hard_parent`` or ``pretrained_structured``.
+        inter: the inter-sentence transform (``registry.FAMILIES["nli"]["inter"]``):
+            ``softmax`` (the paper's), ``sparsemax``, ``csoftmax``, ``csparsemax`` or
+            ``sigmoid``; the constrained ones with the bounds of
+            :class:`~lit_structattn.models.decomposable.DecomposableAttention`.
         parser_epochs: for ``hard_parent`` / ``pretrained_structured``, the epochs of the
-            supervised parser on UD English-EWT (trained once and cached, see
-            :mod:`lit_structattn.parser_training`); its sizes are ``parser_embed_dim`` and
-            ``parser_dim``.
+            supervised parser on UD English-EWT (trained once by :meth:`prepare_data` and
+            cached, see :mod:`lit_structattn.parser_training`); its sizes are
+            ``parser_embed_dim`` and ``parser_dim``.
         parser_seed: the seed of that parser's training.
         Others: see :class:`~lit_structattn.models.decomposable.DecomposableAttention`.
     """
 
     def __init__(
         self,
-        intra: IntraName = "none",
+        intra: registry.IntraAttentionName = "none",
+        inter: registry.InterAttentionName = "softmax",
         embed_dim: int = 300,
         hidden_dim: int = 300,
         dropout: float = 0.2,
@@ -54,26 +58,45 @@ class NLITask(Task):
         initial_accumulator: float = 0.1,
     ) -> None:
         super().__init__()
+        registry.check_attention("nli", "intra", intra)
+        registry.check_attention("nli", "inter", inter)
         self.save_hyperparameters()
         self.model: DecomposableAttention | None = None
         self.accuracy = torch.nn.ModuleDict()
         self.report_notes: dict[str, str] = {}
 
+    def prepare_data(self) -> None:
+        """Train the supervised parser of ``hard_parent`` / ``pretrained_structured`` unless the
+        cache has it (nothing for the other variants). Lightning runs this once per node, on
+        local rank 0, before ``setup`` and :meth:`configure_model`, while the other processes
+        wait; the cache file is named by the hyper-parameters alone
+        (:func:`~lit_structattn.parser_training.parser_path`), so no data or model is needed
+        here."""
+        h = self.hparams
+        if h.intra in SUPERVISED:
+            from ..parser_training import prepare_parser
+
+            prepare_parser(h.parser_epochs, h.parser_embed_dim, h.parser_dim, h.parser_seed,
+                           log=self.print)
+
     def configure_model(self) -> None:
-        """Build the model for the vocabulary (and vectors) of ``trainer.datamodule``."""
+        """Build the model for the vocabulary (and vectors) of ``trainer.datamodule``; a
+        supervised parser is read from the cache that :meth:`prepare_data` filled (never
+        trained here)."""
         if self.model is None:
             self.build_for(self.trainer.datamodule)
 
     def build_for(self, data) -> None:
         """Build the model for the vocabulary, labels and vectors of ``data`` (a set-up
-        :class:`~datamodules.nli.NLIDataModule`)."""
+        :class:`~datamodules.nli.NLIDataModule`); ``FileNotFoundError`` if a supervised parser
+        is needed and not cached (see :meth:`prepare_data`)."""
         h = self.hparams
         parser = parser_ids = None
         if h.intra in SUPERVISED:
-            from ..parser_training import build_parser, pretrained_parser
+            from ..parser_training import build_parser, cached_parser
 
-            record = pretrained_parser(h.parser_epochs, h.parser_embed_dim, h.parser_dim,
-                                       h.parser_seed, log=self.print)
+            record = cached_parser(h.parser_epochs, h.parser_embed_dim, h.parser_dim,
+                                   h.parser_seed)
             parser, parser_vocab = build_parser(record)
             parser_ids = torch.tensor([parser_vocab.id(w.lower()) for w in data.vocab.tokens])
             uas = record["uas"]
@@ -83,7 +106,7 @@ class NLITask(Task):
         self.model = DecomposableAttention(
             len(data.vocab), len(data.labels), h.embed_dim, h.hidden_dim, h.intra, h.dropout,
             vectors=data.vectors, parser_embed_dim=h.parser_embed_dim, parser_dim=h.parser_dim,
-            parser=parser, parser_ids=parser_ids, init_std=h.init_std)
+            parser=parser, parser_ids=parser_ids, init_std=h.init_std, inter=h.inter)
         self.accuracy = torch.nn.ModuleDict(
             {split: MulticlassAccuracy(len(data.labels), average="micro")
              for split in ("val", "test")})

@@ -1,23 +1,22 @@
-"""bAbI question answering (Kim et al. 2017, §4.3, A.4, Table 4): MemN2N against the unary and
-binary CRF attention over facts."""
+"""bAbI question answering (Kim et al. 2017, §4.3, A.4, Table 4): MemN2N (softmax or sparsemax
+per hop) against the unary and binary CRF attention over facts."""
 
 from __future__ import annotations
 
 import math
-from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torchmetrics import MeanMetric
 
 from ..figures import AttentionMap
+from ..layers import registry
 from ..metrics.qa import FactSequenceAccuracy
-from ..models.memory_network import MODELS, MemoryOutput, build_memory_model
+from ..models.memory_network import MemoryOutput, build_memory_model
 from .base import Task
 
 PAPER_HOPS = {2: 2, 3: 3, 7: 3, 8: 3, 11: 2, 13: 2, 14: 2, 15: 2, 16: 3, 17: 2, 18: 2, 19: 2}
 """K per bAbI task in Table 4; tasks not in the table get 2 hops."""
-ModelName = Literal[MODELS]  # the memory models, as the type of the constructor argument
 
 
 class QATask(Task):
@@ -35,7 +34,9 @@ class QATask(Task):
     when every question belongs to ``fact_excluded_tasks``).
 
     Args:
-        model: ``memn2n``, ``unary_crf`` or ``binary_crf``.
+        attention: the memory network's attention over the facts, a name of
+            ``registry.FAMILIES["memory_network"]["attention"]``: ``softmax`` (MemN2N),
+            ``sparsemax`` (MemN2N with sparsemax per hop), ``unary_crf`` or ``binary_crf``.
         vocab_size: None = the DataModule's vocabulary size (read when the model is built).
         hops: K; None = the paper's K for the DataModule's task(s) (``PAPER_HOPS``, the largest
             when several tasks are trained together).
@@ -43,12 +44,14 @@ class QATask(Task):
     """
 
     def __init__(
-        self, model: ModelName = "memn2n", vocab_size: int | None = None, hops: int | None = None,
+        self, attention: registry.MemoryAttentionName = "softmax",
+        vocab_size: int | None = None, hops: int | None = None,
         embed_dim: int = 20, memory_size: int = 25, temporal_noise: float = 0.1,
         init_std: float = 0.1, lr: float = 0.01, lr_halving_epochs: int = 25,
         linear_start_epochs: int = 20, fact_excluded_tasks: tuple[int, ...] = (7, 8),
     ) -> None:
         super().__init__()
+        registry.check_attention("memory_network", "attention", attention)
         self.save_hyperparameters()
         self.model = None
         if vocab_size is not None and hops is not None:
@@ -60,7 +63,7 @@ class QATask(Task):
     def _build(self, vocab_size: int, hops: int) -> None:
         h = self.hparams
         self.model = build_memory_model(
-            h.model, vocab_size, hops=hops, embed_dim=h.embed_dim, memory_size=h.memory_size,
+            h.attention, vocab_size, hops=hops, embed_dim=h.embed_dim, memory_size=h.memory_size,
             temporal_noise=h.temporal_noise, init_std=h.init_std)
         self.hparams.vocab_size, self.hparams.hops = vocab_size, hops
 
