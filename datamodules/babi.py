@@ -34,7 +34,7 @@ import torch
 from .batching import EncodedItems, pad_rows
 from .files import MalformedLine, data_root, open_text, require_records
 from .splits import SplitDataModule, hold_out
-from .tagging import Vocab
+from .vocabulary import Vocabulary
 
 TASKS = tuple(range(1, 21))
 SOURCE_HINT = ("The bAbI v1.2 tasks (qa<N>_<name>_{train,test}.txt) come from "
@@ -122,7 +122,7 @@ class QuestionDataset(EncodedItems):
     ``(memory ids, query ids, answer id, supports, task, i)``; batches are bucketed by the
     number of memories."""
 
-    def __init__(self, questions: Sequence[Question], vocab: Vocab) -> None:
+    def __init__(self, questions: Sequence[Question], vocab: Vocabulary) -> None:
         self.questions = list(questions)
         self.items = [
             ([vocab.encode(s) for s in q.memory], vocab.encode(q.query),
@@ -178,7 +178,7 @@ class BabiDataModule(SplitDataModule):
         if unknown or not self.tasks:
             raise ValueError(f"unknown bAbI task(s) {unknown or self.tasks}; valid: 1-20")
         self.save_hyperparameters()
-        self.vocab: Vocab | None = None
+        self.vocab: Vocabulary | None = None
         self.datasets: dict[str, QuestionDataset] = {}
 
     def folder(self) -> Path:
@@ -202,7 +202,7 @@ class BabiDataModule(SplitDataModule):
                             f"val_fraction={fraction} of {len(train)} training questions "
                             "holds out none")
         splits = {"train": kept, "val": held_out, "test": test}
-        self.vocab = Vocab(word for q in splits["train"]
+        self.vocab = Vocabulary(word for q in splits["train"]
                                for word in (*(w for s in q.memory for w in s), *q.query, q.answer))
         self.datasets = {split: QuestionDataset(questions, self.vocab)
                          for split, questions in splits.items()}

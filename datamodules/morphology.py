@@ -14,52 +14,21 @@ Batches (the encoder-decoder layout, padding id 0)::
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
 from lit_structattn.common.checks import check_choice
+from lit_structattn.common.constants import BOS_ID, EOS_ID, SEQUENCE_SPECIALS
 
 from .batching import EncodedItems, seq2seq_batch
 from .files import MalformedLine, data_root, open_text, require_records
 from .splits import SplitDataModule
+from .vocabulary import Vocabulary
 
 POS = ("noun", "verb")
 SPLIT_FILES = {"train": "train", "val": "dev", "test": "test"}
-
-
-class SymbolVocab:
-    """Characters and feature symbols <-> ids: ``<pad>`` 0, ``<bos>`` 1, ``<eos>`` 2,
-    ``<unk>`` 3, then ``symbols`` in order (duplicates ignored)."""
-
-    SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
-    PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
-
-    def __init__(self, symbols: Iterable[str]) -> None:
-        self.tokens = list(self.SPECIALS)
-        self.index = {token: i for i, token in enumerate(self.tokens)}
-        for symbol in symbols:
-            if symbol not in self.index:
-                self.index[symbol] = len(self.tokens)
-                self.tokens.append(symbol)
-
-    def __len__(self) -> int:
-        return len(self.tokens)
-
-    def encode(self, symbols: Iterable[str]) -> list[int]:
-        """Ids of ``symbols`` (unknown ones -> ``<unk>``)."""
-        return [self.index.get(symbol, self.UNK_ID) for symbol in symbols]
-
-    def decode(self, ids: Iterable[int] | torch.Tensor) -> list[str]:
-        """Symbols of ``ids`` up to the first ``<eos>``, without padding and ``<bos>``."""
-        symbols = []
-        for i in ids.tolist() if isinstance(ids, torch.Tensor) else ids:
-            if i == self.EOS_ID:
-                break
-            if i not in (self.PAD_ID, self.BOS_ID):
-                symbols.append(self.tokens[i])
-        return symbols
 
 
 def read_inflections(path: Path) -> list[tuple[str, str, str]]:
@@ -88,7 +57,7 @@ class InflectionDataset(EncodedItems):
     """Encoded examples of one split: item ``i`` is ``(src ids, tgt ids, i)``; ``examples``
     keeps ``(form, lemma, bundle)``."""
 
-    def __init__(self, examples: Sequence[tuple[str, str, str]], vocab: SymbolVocab) -> None:
+    def __init__(self, examples: Sequence[tuple[str, str, str]], vocab: Vocabulary) -> None:
         self.examples = list(examples)
         self.items = [(vocab.encode(source_symbols(lemma, bundle)), vocab.encode(form), i)
                       for i, (form, lemma, bundle) in enumerate(self.examples)]
@@ -98,7 +67,7 @@ def collate_inflections(items: Sequence[tuple[list[int], list[int], int]]
                         ) -> dict[str, torch.Tensor]:
     """Pad dataset items into a batch (see the module docstring)."""
     src, tgt, index = zip(*items, strict=True)
-    return seq2seq_batch(src, tgt, SymbolVocab.BOS_ID, SymbolVocab.EOS_ID, index=index)
+    return seq2seq_batch(src, tgt, BOS_ID, EOS_ID, index=index)
 
 
 class InflectionDataModule(SplitDataModule):
@@ -120,7 +89,7 @@ class InflectionDataModule(SplitDataModule):
         super().__init__()
         check_choice("pos", pos, POS)
         self.save_hyperparameters()
-        self.vocab: SymbolVocab | None = None
+        self.vocab: Vocabulary | None = None
         self.datasets: dict[str, InflectionDataset] = {}
 
     def folder(self) -> Path:
@@ -154,8 +123,9 @@ class InflectionDataModule(SplitDataModule):
         for split, examples in splits.items():
             require_records(examples, self._lemma_file(split), f"{split} inflections",
                             f"none of its lemmas has a row in {table.name}")
-        self.vocab = SymbolVocab(symbol for form, lemma, bundle in splits["train"]
-                                 for symbol in (*source_symbols(lemma, bundle), *form))
+        symbols = (symbol for form, lemma, bundle in splits["train"]
+                   for symbol in (*source_symbols(lemma, bundle), *form))
+        self.vocab = Vocabulary(symbols, specials=SEQUENCE_SPECIALS)
         self.datasets = {split: InflectionDataset(examples, self.vocab)
                          for split, examples in splits.items()}
 

@@ -40,8 +40,8 @@ from .batching import EncodedItems, pad_rows
 from .files import MalformedLine, data_root, open_text, require_files, require_records
 from .hub import load_hub_dataset
 from .splits import SplitDataModule, hold_out
-from .tagging import Vocab
 from .vectors import read_word_vectors
+from .vocabulary import Vocabulary
 
 LABELS = ("entailment", "neutral", "contradiction")
 DATASETS = ("snli", "sick")
@@ -172,7 +172,7 @@ class NLIDataset(EncodedItems):
     """Encoded pairs of one split: ``items[i] = (premise ids, hypothesis ids, label, i)``;
     ``pairs`` keeps the words."""
 
-    def __init__(self, pairs: Sequence[NLIPair], vocab: Vocab) -> None:
+    def __init__(self, pairs: Sequence[NLIPair], vocab: Vocabulary) -> None:
         self.pairs = list(pairs)
         self.items = [(vocab.encode(p.premise), vocab.encode(p.hypothesis), LABELS.index(p.label),
                        i) for i, p in enumerate(self.pairs)]
@@ -248,7 +248,7 @@ class NLIDataModule(SplitDataModule):
             raise ValueError(f"val_fraction must lie in (0, 1), got {val_fraction}")
         self.save_hyperparameters()
         self.labels = LABELS
-        self.vocab: Vocab | None = None
+        self.vocab: Vocabulary | None = None
         self.vectors: torch.Tensor | None = None
         self.vectors_found = 0
         self.datasets: dict[str, NLIDataset] = {}
@@ -297,7 +297,7 @@ class NLIDataModule(SplitDataModule):
         splits = self.read_splits()
         used = splits.values() if h.vectors else [splits["train"]]
         counts = Counter(w for pairs in used for p in pairs for w in (*p.premise, *p.hypothesis))
-        self.vocab = Vocab.build(counts, 1 if h.vectors else h.min_count)
+        self.vocab = Vocabulary.build(counts, 1 if h.vectors else h.min_count)
         if h.vectors:
             self.vectors, self.vectors_found = read_vectors(h.vectors, self.vocab.tokens,
                                                             h.vector_dim, h.lowercase)

@@ -38,11 +38,14 @@ from typing import Any, NamedTuple
 import torch
 from torch.utils.data import Dataset
 
+from lit_structattn.common.constants import PAD, PAD_ID
+
 from .batching import pad_rows
 from .files import data_root, require_files
 from .hub import load_hub_dataset
 from .splits import SplitDataModule
 from .vectors import load_pretrained_vectors
+from .vocabulary import Vocabulary
 
 AFFIX_ORDERS = 4
 SPLITS = ("train", "val", "test")
@@ -70,64 +73,6 @@ class TaggedSentence:
 # ----------------------------------------------------------------------------- vocabularies
 
 
-class Vocab:
-    """Token <-> id. ``<pad>`` = 0 always; ``<unk>`` = 1 unless ``unk=False`` (tag vocabularies).
-
-    Args:
-        tokens: the other tokens, in id order (duplicates and the special symbols are ignored).
-        unk: reserve id 1 for ``<unk>``; unknown tokens then map to it, otherwise ``KeyError``.
-    """
-
-    PAD, UNK = "<pad>", "<unk>"
-    PAD_ID, UNK_ID = 0, 1
-
-    def __init__(self, tokens: Iterable[str] = (), unk: bool = True) -> None:
-        self.tokens: list[str] = [self.PAD, self.UNK] if unk else [self.PAD]
-        self.index: dict[str, int] = {token: i for i, token in enumerate(self.tokens)}
-        for token in tokens:
-            if token not in self.index:
-                self.index[token] = len(self.tokens)
-                self.tokens.append(token)
-        self.pad_id = self.PAD_ID
-        self.unk_id: int | None = self.UNK_ID if unk else None
-
-    @classmethod
-    def build(cls, counts: Counter | Iterable[str], min_count: int = 1, unk: bool = True) -> Vocab:
-        """The tokens seen at least ``min_count`` times, most frequent first (ties by string)."""
-        counts = counts if isinstance(counts, Counter) else Counter(counts)
-        kept = [t for t, c in counts.items() if c >= min_count]
-        kept.sort(key=lambda t: (-counts[t], t))
-        return cls(kept, unk=unk)
-
-    def __len__(self) -> int:
-        return len(self.tokens)
-
-    def __contains__(self, token: str) -> bool:
-        return token in self.index
-
-    def __repr__(self) -> str:
-        return f"Vocab({len(self)} tokens: {self.tokens[:6]}{' ...' if len(self) > 6 else ''})"
-
-    def id(self, token: str) -> int:
-        """The id of ``token``; ``<unk>`` if unknown (``KeyError`` if there is no ``<unk>``)."""
-        found = self.index.get(token)
-        if found is not None:
-            return found
-        if self.unk_id is None:
-            raise KeyError(f"{token!r} is not in the vocabulary ({len(self)} tokens)")
-        return self.unk_id
-
-    def encode(self, tokens: Iterable[str]) -> list[int]:
-        """Tokens -> ids (see :meth:`id`)."""
-        return [self.id(token) for token in tokens]
-
-    def decode(self, ids: Iterable[int] | torch.Tensor) -> list[str]:
-        """Ids (a list or a 1-D tensor ``[T]``) -> tokens, ``<pad>`` included."""
-        if isinstance(ids, torch.Tensor):
-            ids = ids.tolist()
-        return [self.tokens[i] for i in ids]
-
-
 def affixes(word: str, orders: int = AFFIX_ORDERS) -> tuple[list[str | None], list[str | None]]:
     """``(prefixes, suffixes)`` of ``word`` for n = 1..orders; None where the word is shorter."""
     prefixes = [word[:n] if len(word) >= n else None for n in range(1, orders + 1)]
@@ -135,7 +80,7 @@ def affixes(word: str, orders: int = AFFIX_ORDERS) -> tuple[list[str | None], li
     return prefixes, suffixes
 
 
-def build_affix_vocab(words: Iterable[str], min_count: int = 1) -> Vocab:
+def build_affix_vocab(words: Iterable[str], min_count: int = 1) -> Vocabulary:
     """One vocabulary of the prefix and suffix n-grams (n <= 4) of ``words`` (token occurrences:
     an n-gram counts once per occurrence as a prefix and once as a suffix)."""
     counts: Counter = Counter()
@@ -144,7 +89,7 @@ def build_affix_vocab(words: Iterable[str], min_count: int = 1) -> Vocab:
         for affix in prefixes + suffixes:
             if affix is not None:
                 counts[affix] += count
-    return Vocab.build(counts, min_count)
+    return Vocabulary.build(counts, min_count)
 
 
 CAPITALIZATION_CLASSES = 4
@@ -182,7 +127,8 @@ class SentenceEncoder:
     memoised per word type)."""
 
     def __init__(
-        self, vocab: Vocab, affix_vocab: Vocab, tag_vocab: Vocab, source_vocab: Vocab | None = None
+        self, vocab: Vocabulary, affix_vocab: Vocabulary, tag_vocab: Vocabulary,
+        source_vocab: Vocabulary | None = None
     ) -> None:
         self.vocab, self.affix_vocab, self.tag_vocab = vocab, affix_vocab, tag_vocab
         self.source_vocab = source_vocab
@@ -193,7 +139,7 @@ class SentenceEncoder:
         found = self._features.get(word)
         if found is None:
             prefixes, suffixes = affixes(word)
-            pad, affix_id = Vocab.PAD_ID, self.affix_vocab.id
+            pad, affix_id = PAD_ID, self.affix_vocab.id
             found = (
                 self.vocab.id(word),
                 [pad if a is None else affix_id(a) for a in prefixes],
@@ -257,7 +203,7 @@ def collate_tagged(items: Sequence[EncodedSentence]) -> dict[str, torch.Tensor]:
     """
     lengths = [len(item.words) for item in items]
     width = max(lengths)
-    no_affix = [Vocab.PAD_ID] * AFFIX_ORDERS
+    no_affix = [PAD_ID] * AFFIX_ORDERS
     shape = (len(items), width, AFFIX_ORDERS)
     prefixes = pad_rows([item.prefixes for item in items], width, no_affix)
     suffixes = pad_rows([item.suffixes for item in items], width, no_affix)
@@ -272,7 +218,7 @@ def collate_tagged(items: Sequence[EncodedSentence]) -> dict[str, torch.Tensor]:
     }
     if items[0].source is not None:
         links = max(1, max(len(a) for item in items for a in item.aligned))
-        no_link = [Vocab.PAD_ID] * links
+        no_link = [PAD_ID] * links
         aligned = pad_rows([pad_rows(item.aligned, links) for item in items], width, no_link)
         source_lengths = [len(item.source) for item in items]
         source_width = max(1, max(source_lengths))
@@ -326,7 +272,7 @@ class TaggingDataModule(SplitDataModule):
         vector_dim: the size of those vectors; the tagger's ``word_dim`` must be the same
             (paper: 64, the Polyglot and Lample et al. vectors; 300 for GloVe-840B).
 
-    After :meth:`setup`: ``vocab``, ``affix_vocab``, ``tag_vocab`` (:class:`Vocab`),
+    After :meth:`setup`: ``vocab``, ``affix_vocab``, ``tag_vocab`` (:class:`Vocabulary`),
     ``datasets`` (``train``/``val``/``test`` :class:`TaggingDataset`), ``dropped_train``
     (how many training sentences ``max_train_length`` removed) and ``split_sizes``
     (``{split: (sentences, words)}`` as read, before that cut-off), ``pretrained_matrix`` (the
@@ -368,9 +314,9 @@ class TaggingDataModule(SplitDataModule):
                              f"got {max_train_length!r}")
         self.save_hyperparameters()
         self.datasets: dict[str, TaggingDataset] = {}
-        self.vocab: Vocab | None = None
-        self.affix_vocab: Vocab | None = None
-        self.tag_vocab: Vocab | None = None
+        self.vocab: Vocabulary | None = None
+        self.affix_vocab: Vocabulary | None = None
+        self.tag_vocab: Vocabulary | None = None
         self.dropped_train = 0
         self.split_sizes: dict[str, tuple[int, int]] = {}
         self.pretrained_matrix: torch.Tensor | None = None
@@ -454,10 +400,10 @@ class TaggingDataModule(SplitDataModule):
         that a tag absent from training still has an id)."""
         min_count = self.hparams.min_count
         train_words = [w for s in sentences["train"] for w in s.words]
-        self.vocab = Vocab.build(train_words, min_count)
+        self.vocab = Vocabulary.build(train_words, min_count)
         self.affix_vocab = build_affix_vocab(train_words, min_count)
         tags = sorted({t for split in SPLITS for s in sentences[split] for t in s.tags})
-        self.tag_vocab = Vocab(tags, unk=False)
+        self.tag_vocab = Vocabulary(tags, specials=(PAD,))
         return SentenceEncoder(self.vocab, self.affix_vocab, self.tag_vocab)
 
     collate = staticmethod(collate_tagged)  # batches of the length-bucketed loaders

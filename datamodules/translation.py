@@ -44,6 +44,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from lit_structattn.common.checks import check_choice
+from lit_structattn.common.constants import BOS_ID, EOS_ID, PAD_ID, SEQUENCE_SPECIALS, UNK
 
 from .alignment import Links, align
 from .batching import EncodedItems, seq2seq_batch
@@ -51,8 +52,11 @@ from .fertility import guided_fertility_table, lookup_fertilities
 from .files import MalformedLine, atomic_path, cache_root, data_root, open_text, require_records
 from .hub import load_hub_dataset
 from .splits import SplitDataModule
+from .vocabulary import Vocabulary, content_ids
 
-PAD_ID, BOS_ID, EOS_ID, UNK_ID, SINK_ID = 0, 1, 2, 3, 4  # <sink>: a user-defined piece
+# The sentencepiece model's ids: the sequence specials in their declared order, then <sink>.
+UNK_ID = SEQUENCE_SPECIALS.index(UNK)
+SINK_ID = len(SEQUENCE_SPECIALS)  # <sink>: a user-defined piece
 SPLITS = ("train", "val", "test")
 FERTILITIES = ("constant", "guided", "predicted")
 SOURCE_UNITS = ("subwords", "characters")
@@ -151,19 +155,17 @@ class Subwords:
     def decode(self, ids: Sequence[int] | torch.Tensor, lang: str) -> str:
         """Detokenized text of subword ``ids`` (target words when ``lang`` is the target's and
         the targets are words); stops at the first <eos>, skips pad and <bos>."""
-        ids = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
         if lang == self.tgt_lang and self.target_words is not None:
-            return self.target_words.decode(ids)
-        if EOS_ID in ids:
-            ids = ids[: ids.index(EOS_ID)]
-        pieces = self.processor.decode([i for i in ids if i not in (PAD_ID, BOS_ID, SINK_ID)])
+            return self.target_words.detokenize(ids)
+        pieces = self.processor.decode(content_ids(ids, EOS_ID, (PAD_ID, BOS_ID, SINK_ID)))
         return self._detokenizers[lang].detokenize(pieces.split())
 
 
-class TargetWords:
+class TargetWords(Vocabulary):
     """A word vocabulary of the target side (Kim et al.'s character-to-word setting): the
-    ``size - 4`` most frequent Moses tokens (case kept) of the training targets after
-    ``<pad>`` 0, ``<bos>`` 1, ``<eos>`` 2, ``<unk>`` 3 (ties broken by first occurrence).
+    ``size - 4`` most frequent Moses tokens (case kept) of the training targets after the
+    sequence specials ``<pad>`` 0, ``<bos>`` 1, ``<eos>`` 2, ``<unk>`` 3 (ties broken by first
+    occurrence), and the Moses detokenizer of their language.
 
     Args:
         tokens: the words in id order from id 4 on; lang: the Moses language of the detokenizer.
@@ -172,8 +174,7 @@ class TargetWords:
     def __init__(self, tokens: Sequence[str], lang: str) -> None:
         from sacremoses import MosesDetokenizer
 
-        self.tokens = ["<pad>", "<s>", "</s>", "<unk>", *tokens]
-        self.index = {token: i for i, token in enumerate(self.tokens)}
+        super().__init__(tokens, specials=SEQUENCE_SPECIALS)
         self._detokenizer = MosesDetokenizer(lang=lang)
 
     @classmethod
@@ -181,23 +182,13 @@ class TargetWords:
         counts = Counter(token for sentence in sentences for token in sentence)
         return cls([token for token, _ in counts.most_common(max(size - 4, 0))], lang)
 
-    def __len__(self) -> int:
-        return len(self.tokens)
-
-    def encode(self, tokens: Sequence[str]) -> list[int]:
-        """Ids of Moses ``tokens`` (unknown ones -> ``<unk>``)."""
-        return [self.index.get(token, UNK_ID) for token in tokens]
-
     def pieces(self, ids: Sequence[int]) -> list[str]:
         """The words of ``ids`` (``IndexError`` for an id outside the vocabulary)."""
         return [self.tokens[i] for i in ids]
 
-    def decode(self, ids: Sequence[int]) -> str:
-        """Detokenized text up to the first ``<eos>`` (padding and ``<bos>`` skipped)."""
-        if EOS_ID in ids:
-            ids = ids[: ids.index(EOS_ID)]
-        return self._detokenizer.detokenize([self.tokens[i] for i in ids
-                                             if i not in (PAD_ID, BOS_ID)])
+    def detokenize(self, ids: Sequence[int] | torch.Tensor) -> str:
+        """Detokenized text of :meth:`decode` (up to the first ``<eos>``)."""
+        return self._detokenizer.detokenize(self.decode(ids))
 
 
 def read_parallel(src_file: Path, tgt_file: Path) -> list[tuple[str, str]]:

@@ -32,8 +32,8 @@ depth 2-6; the paper does not describe one). Every formula is unique across all 
 rejecting formulas already drawn. Depth ranges are inclusive.
 
 Sources are the prefix tokens and targets the infix tokens, both over one shared vocabulary
-(:class:`TreeVocab`). Sources carry **no** root symbol ``$``: the models prepend a learned root
-vector themselves.
+(:func:`formula_vocabulary`). Sources carry **no** root symbol ``$``: the models prepend a
+learned root vector themselves.
 """
 
 from __future__ import annotations
@@ -44,8 +44,11 @@ from dataclasses import dataclass
 
 import torch
 
+from lit_structattn.common.constants import BOS, BOS_ID, EOS, EOS_ID, PAD
+
 from .batching import EncodedItems, seq2seq_batch
 from .splits import SplitDataModule
+from .vocabulary import Vocabulary
 
 OPERATORS = ("+", "*")
 MIN_ARITY, MAX_ARITY = 2, 4
@@ -189,43 +192,11 @@ def make_split(
 # ----------------------------------------------------------------------------- vocabulary
 
 
-class TreeVocab:
-    """Shared source/target vocabulary: ``<pad>`` = 0, ``<bos>`` = 1, ``<eos>`` = 2, then
-    ``(  )  +  *`` and the numbers ``0 .. 20`` (28 symbols)."""
-
-    PAD, BOS, EOS = "<pad>", "<bos>", "<eos>"
-    PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
-
-    def __init__(self) -> None:
-        self.tokens = [
-            self.PAD, self.BOS, self.EOS, "(", ")", *OPERATORS,
-            *(str(n) for n in range(MAX_NUMBER + 1)),
-        ]
-        self.index = {token: i for i, token in enumerate(self.tokens)}
-        self.pad_id, self.bos_id, self.eos_id = self.PAD_ID, self.BOS_ID, self.EOS_ID
-
-    def __len__(self) -> int:
-        return len(self.tokens)
-
-    def encode(self, tokens: Iterable[str]) -> list[int]:
-        """Token strings -> ids (no ``<bos>``/``<eos>`` added); ``KeyError`` on unknown tokens."""
-        return [self.index[token] for token in tokens]
-
-    def decode(self, ids: Iterable[int] | torch.Tensor) -> list[str]:
-        """Ids (a list or a 1-D tensor ``[T]``) -> tokens, stopping before the first ``<eos>``.
-
-        ``<pad>`` and ``<bos>`` are skipped, so a model output or a ``tgt_in`` row decodes to
-        the plain formula.
-        """
-        if isinstance(ids, torch.Tensor):
-            ids = ids.tolist()
-        tokens = []
-        for i in ids:
-            if i == self.eos_id:
-                break
-            if i not in (self.pad_id, self.bos_id):
-                tokens.append(self.tokens[i])
-        return tokens
+def formula_vocabulary() -> Vocabulary:
+    """The shared source/target vocabulary: ``<pad>`` = 0, ``<bos>`` = 1, ``<eos>`` = 2, then
+    ``(  )  +  *`` and the numbers ``0 .. 20`` (28 symbols); no ``<unk>``."""
+    symbols = ["(", ")", *OPERATORS, *(str(n) for n in range(MAX_NUMBER + 1))]
+    return Vocabulary(symbols, specials=(PAD, BOS, EOS))
 
 
 # ----------------------------------------------------------------------------- tensors
@@ -236,7 +207,7 @@ class TreeTransductionDataset(EncodedItems):
     :func:`collate_formulas` turns a list of items into a batch of tensors.
     """
 
-    def __init__(self, formulas: Sequence[Formula], vocab: TreeVocab) -> None:
+    def __init__(self, formulas: Sequence[Formula], vocab: Vocabulary) -> None:
         self.formulas = list(formulas)
         self.items = [(vocab.encode(f.prefix), vocab.encode(f.infix), f.depth) for f in formulas]
 
@@ -249,7 +220,7 @@ def collate_formulas(items: Sequence[tuple[list[int], list[int], int]]) -> dict[
     ``<eos>``) and ``depth [B]``; padding is ``<pad>`` = 0.
     """
     src, tgt, depth = zip(*items, strict=True)
-    return seq2seq_batch(src, tgt, TreeVocab.BOS_ID, TreeVocab.EOS_ID, depth=depth)
+    return seq2seq_batch(src, tgt, BOS_ID, EOS_ID, depth=depth)
 
 
 # ----------------------------------------------------------------------------- datamodule
@@ -262,7 +233,7 @@ class TreeTransductionDataModule(SplitDataModule):
     ``src [B, S]`` (prefix ids, 0-padded, no root symbol), ``src_lengths [B]``,
     ``tgt_in [B, T]`` (``<bos>`` + infix), ``tgt_out [B, T]`` (infix + ``<eos>``),
     ``tgt_lengths [B]`` (infix length + 1) and ``depth [B]``. The predict split is the test split.
-    ``vocab`` (a :class:`TreeVocab`) is available right after construction.
+    ``vocab`` (:func:`formula_vocabulary`) is available right after construction.
     """
 
     def __init__(
@@ -288,7 +259,7 @@ class TreeTransductionDataModule(SplitDataModule):
         if not 0.0 <= nest_prob < 1.0:
             raise ValueError(f"nest_prob must be in [0, 1), got {nest_prob!r}")
         self.save_hyperparameters()
-        self.vocab = TreeVocab()
+        self.vocab = formula_vocabulary()
         self.datasets: dict[str, TreeTransductionDataset] = {}
 
     def setup(self, stage: str | None = None) -> None:

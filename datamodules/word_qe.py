@@ -20,14 +20,16 @@ from typing import Any
 
 from lightning.pytorch.utilities import rank_zero_warn
 
+from lit_structattn.common.constants import PAD
+
 from .files import MalformedLine, check_encoding, open_text, require_files, require_records
 from .tagging import (
     SentenceEncoder,
     TaggedSentence,
     TaggingDataModule,
-    Vocab,
     label_names,
 )
+from .vocabulary import Vocabulary
 
 QE_TAGS = ("OK", "BAD")
 _PAIR = re.compile(r"^(\d+)-(\d+)$")
@@ -134,7 +136,7 @@ class WordQEDataModule(TaggingDataModule):
     ) -> None:
         check_encoding(encoding)
         super().__init__(data_dir=data_dir, hub_name=hub_name, **kwargs)
-        self.source_vocab: Vocab | None = None
+        self.source_vocab: Vocabulary | None = None
         self.test_is_val = False
 
     def _prefixes(self) -> dict[str, str]:
@@ -184,8 +186,9 @@ class WordQEDataModule(TaggingDataModule):
 
     def build_encoder(self, sentences: dict[str, list[TaggedSentence]]) -> SentenceEncoder:
         encoder = super().build_encoder(sentences)
-        self.tag_vocab = encoder.tag_vocab = Vocab(sorted(QE_TAGS), unk=False)  # BAD 1, OK 2
+        # BAD 1, OK 2
+        self.tag_vocab = encoder.tag_vocab = Vocabulary(sorted(QE_TAGS), specials=(PAD,))
         source_words = [w for s in sentences["train"] for w in s.source]
-        self.source_vocab = Vocab.build(source_words, self.hparams.min_count)
+        self.source_vocab = Vocabulary.build(source_words, self.hparams.min_count)
         encoder.source_vocab = self.source_vocab
         return encoder

@@ -27,8 +27,8 @@ from pathlib import Path
 import torch
 
 from datamodules.files import atomic_path, cache_root, data_root
-from datamodules.tagging import Vocab
 from datamodules.ud_pos import DependencyTree, read_conllu_trees
+from datamodules.vocabulary import Vocabulary
 
 from .models.parser import DependencyParser, attachment_counts
 
@@ -41,7 +41,7 @@ def parser_path(epochs: int, embed_dim: int, hidden_dim: int, seed: int) -> Path
     return cache_root() / "parsers" / name
 
 
-def tree_batch(trees: list[DependencyTree], vocab: Vocab) -> dict[str, torch.Tensor]:
+def tree_batch(trees: list[DependencyTree], vocab: Vocabulary) -> dict[str, torch.Tensor]:
     """``words [B, N]`` (ids of the lowercased words, 0 = padding), ``lengths [B]`` and gold
     ``heads [B, N+1]`` (index 0 = root slot, 0 there and at padding)."""
     width = max(len(t.words) for t in trees)
@@ -61,7 +61,7 @@ def length_batches(trees: list[DependencyTree], size: int) -> list[list[Dependen
 
 
 @torch.no_grad()
-def unlabeled_attachment(parser: DependencyParser, trees: list[DependencyTree], vocab: Vocab,
+def unlabeled_attachment(parser: DependencyParser, trees: list[DependencyTree], vocab: Vocabulary,
                          batch_size: int = 64) -> float:
     """UAS (share of words whose Eisner-parse head is the gold head) over ``trees``."""
     parser.eval()
@@ -83,7 +83,7 @@ def train_parser(epochs: int = 5, embed_dim: int = 100, hidden_dim: int = 100, s
     folder = folder or data_root() / "ud_english_ewt"
     trees = {split: read_conllu_trees(folder / name) for split, name in EWT_FILES.items()}
     counts = Counter(w.lower() for t in trees["train"] for w in t.words)
-    vocab = Vocab.build(counts, min_count=2)
+    vocab = Vocabulary.build(counts, min_count=2)
     torch.manual_seed(seed)
     parser = DependencyParser(len(vocab), embed_dim, hidden_dim, bounded=False, dropout=dropout)
     optimizer = torch.optim.Adam(parser.parameters(), lr=lr, betas=(0.9, 0.999))
@@ -139,13 +139,13 @@ def cached_parser(epochs: int, embed_dim: int, hidden_dim: int, seed: int = 0) -
     return torch.load(path, map_location="cpu", weights_only=False)
 
 
-def build_parser(record: dict, mode: str = "structured") -> tuple[DependencyParser, Vocab]:
+def build_parser(record: dict, mode: str = "structured") -> tuple[DependencyParser, Vocabulary]:
     """The parser of a cache record (in ``mode``) and its vocabulary."""
     config = record["config"]
     parser = DependencyParser(len(record["vocab"]), config["embed_dim"], config["hidden_dim"],
                               mode=mode, bounded=False)
     parser.load_state_dict(record["state_dict"])
-    return parser, Vocab(record["vocab"])
+    return parser, Vocabulary(record["vocab"])
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from datamodules.files import MalformedLine, data_root
-from datamodules.morphology import InflectionDataModule, SymbolVocab
+from datamodules.morphology import InflectionDataModule
+from lit_structattn.common.constants import BOS_ID
 
 NOUNS = {"Hund": ("Hundes", "Hunde"), "Katze": ("Katze", "Katzen"), "Haus": ("Hauses", "Häuser")}
 
@@ -39,7 +40,7 @@ def test_splits_by_lemma_and_symbols(tmp_path):
     _, tgt, _ = dm.datasets["val"].items[2]  # "Katzen": K, t, z unseen in training -> <unk>
     assert dm.vocab.decode(tgt) == ["<unk>", "a", "<unk>", "<unk>", "e", "n"]
     batch = next(iter(dm.val_dataloader()))
-    assert batch["src"].shape[0] == 2 and (batch["tgt_in"][:, 0] == SymbolVocab.BOS_ID).all()
+    assert batch["src"].shape[0] == 2 and (batch["tgt_in"][:, 0] == BOS_ID).all()
 
 
 def test_malformed_line_and_missing_files(tmp_path):

@@ -26,13 +26,16 @@ from datamodules.files import (
 from datamodules.hub import HubUnavailableError
 from datamodules.tagging import (
     TaggedSentence,
-    Vocab,
     affixes,
     build_affix_vocab,
     capitalization,
 )
 from datamodules.ud_pos import UDPOSDataModule, read_conllu
+from datamodules.vocabulary import Vocabulary
 from datamodules.word_qe import WordQEDataModule, read_word_qe
+from lit_structattn.common.constants import PAD, UNK
+
+UNK_ID = 1  # <unk> of a word vocabulary: (<pad>, <unk>, ...)
 
 # (sentences, words) per split, from the SOURCE.md files
 UD_SIZES = {"train": (12544, 204577), "val": (2001, 25147), "test": (2077, 25094)}
@@ -311,13 +314,13 @@ def test_small_modules_cutoff_affixes_and_unaligned_words(tmp_path):
     assert item.prefixes[1] == [affix.id(p) for p in ("a", "ab", "abc", "abcd")]
     assert item.suffixes[1] == [affix.id(s) for s in ("e", "de", "cde", "bcde")]
     val = module.datasets["val"][0]  # "abcdef" is unknown, its prefixes known, "ef" unknown
-    assert val.words[0] == Vocab.UNK_ID and val.prefixes[0] == item.prefixes[1]
-    assert val.suffixes[0][1] == Vocab.UNK_ID
+    assert val.words[0] == UNK_ID and val.prefixes[0] == item.prefixes[1]
+    assert val.suffixes[0][1] == UNK_ID
     batch = next(iter(module.train_dataloader()))
     source = module.source_vocab
     assert batch["aligned"].tolist() == [[[0, 0], [source.id("a"), source.id("b")]]]
     batch = next(iter(module.val_dataloader()))  # source words of dev unknown but "a"
-    assert batch["aligned"][0, 0].tolist() == [source.id("a"), Vocab.UNK_ID]
+    assert batch["aligned"][0, 0].tolist() == [source.id("a"), UNK_ID]
     assert (batch["aligned"][0, 1:] == 0).all()
     assert batch["source"].shape == (1, 5) and batch["source_lengths"].tolist() == [5]
 
@@ -335,9 +338,9 @@ def test_affix_helpers_and_vocab():
     vocab = build_affix_vocab(["ab", "ab", "b"], min_count=2)
     # counts: "ab" 2 prefixes + 2 suffixes, "b" 1 prefix + 3 suffixes, "a" 2 prefixes
     assert vocab.tokens == ["<pad>", "<unk>", "ab", "b", "a"]
-    words = Vocab.build(["x", "y", "x"], min_count=2)
-    assert words.tokens == ["<pad>", "<unk>", "x"] and words.id("y") == Vocab.UNK_ID
-    tags = Vocab(["O", "B-PER"], unk=False)
+    words = Vocabulary.build(["x", "y", "x"], min_count=2)
+    assert words.tokens == ["<pad>", "<unk>", "x"] and words.id("y") == UNK_ID
+    tags = Vocabulary(["O", "B-PER"], specials=(PAD,))
     assert tags.id("B-PER") == 2
     with pytest.raises(KeyError):
         tags.id("I-PER")
@@ -433,3 +436,14 @@ def test_hub_unreachable_fails_before_retrying(monkeypatch):
     with pytest.raises(HubUnavailableError, match="unreachable.*data_dir="):
         CoNLLNERDataModule(hub_name="conll2003").setup()
     assert time.perf_counter() - start < 10
+
+
+def test_one_vocabulary_lays_out_the_specials_once():
+    words = Vocabulary(["a"])
+    assert words.tokens == ["<pad>", UNK, "a"] and words.unk_id == UNK_ID
+    sequences = Vocabulary(["a", "b"], specials=("<pad>", "<bos>", "<eos>", UNK))
+    assert (sequences.pad_id, sequences.bos_id, sequences.eos_id, sequences.unk_id) == (0, 1, 2, 3)
+    assert sequences.decode([1, 4, 3, 0, 2, 5]) == ["a", UNK]  # stops at <eos>, skips pad/bos
+    assert sequences.decode(torch.tensor([4, 5])) == ["a", "b"]
+    with pytest.raises(ValueError, match="specials"):
+        Vocabulary(specials=("<bos>", "<pad>"))

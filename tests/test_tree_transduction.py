@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from datamodules.tree_transduction import (
     TreeTransductionDataModule,
-    TreeVocab,
     expression_depth,
+    formula_vocabulary,
     infix_tokens,
     parse_prefix,
     prefix_tokens,
@@ -175,7 +175,7 @@ def test_loader_before_setup_raises():
 
 
 def test_vocab_layout_and_round_trip():
-    vocab = TreeVocab()
+    vocab = formula_vocabulary()
     assert len(vocab) == 28
     assert (vocab.pad_id, vocab.bos_id, vocab.eos_id) == (0, 1, 2)
     assert vocab.tokens[3:] == ["(", ")", "+", "*", *(str(n) for n in range(21))]

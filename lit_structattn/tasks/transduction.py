@@ -16,7 +16,10 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
+from datamodules.vocabulary import content_ids
+
 from ..common.checks import check_choice
+from ..common.constants import EOS, PAD_ID
 from ..figures import AttentionMap
 from ..layers.registry import AttentionName, OutputName, SourceAttentionName
 from ..layers.scorers import ScoreName
@@ -175,9 +178,7 @@ class TransductionTask(Task):
             return vocab.decode
 
         def as_strings(ids: torch.Tensor) -> list[str]:
-            ids = ids.tolist()
-            end = ids.index(self.model.eos_id) if self.model.eos_id in ids else len(ids)
-            return [str(i) for i in ids[:end] if i != 0]
+            return [str(i) for i in content_ids(ids, self.model.eos_id, (PAD_ID,))]
 
         return as_strings
 
@@ -200,7 +201,7 @@ class TransductionTask(Task):
         figures = []
         for b in range(len(src)):
             source = decode(src[b, : lengths[b]])
-            target = decode(prediction[b]) + ["<eos>"]
+            target = decode(prediction[b]) + [EOS]
             figures.append((f"attention/example_{b}", AttentionMap(
                 "decoder attention (greedy)", attention[b, : len(target)], target, source)))
             if heads is not None:

@@ -26,6 +26,9 @@ import torch.nn.functional as F
 from lightning.pytorch.utilities import rank_zero_info
 from torchmetrics import MeanMetric
 
+from datamodules.vocabulary import content_ids
+
+from ..common.constants import EOS
 from ..fertility_training import give_predicted_fertilities, train_fertility_predictor
 from ..figures import AttentionMap
 from ..layers.registry import AttentionName, OutputName
@@ -376,8 +379,7 @@ class TranslationTask(Task):
         records = []
         for b, length in enumerate(batch["src_lengths"].tolist()):
             ids = prediction[b].tolist()
-            end = ids.index(self.model.eos_id) if self.model.eos_id in ids else len(ids)
-            output = subwords.target_pieces(ids[:end]) + ["</s>"]
+            output = subwords.target_pieces(content_ids(ids, self.model.eos_id, ())) + [EOS]
             records.append({
                 "source_pieces": subwords.pieces(batch["src"][b, :length].tolist()),
                 "output_pieces": output,

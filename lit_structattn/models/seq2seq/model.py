@@ -12,6 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from ...common.checks import check_choice
+from ...common.constants import BOS_ID, EOS_ID
 from ...layers.encoders import run_lstm
 from ...layers.registry import AttentionName, OutputName, build_attention, check_attention
 from . import search
@@ -93,8 +94,8 @@ class Seq2Seq(JointOutputs, nn.Module):
         input_feed: bool = False,
         num_layers: int = 1,
         dropout: float = 0.0,
-        bos_id: int = 1,
-        eos_id: int = 2,
+        bos_id: int = BOS_ID,
+        eos_id: int = EOS_ID,
         fertility: float = 2.0,
         sink: bool = False,
         exhaustion_bonus: float = 0.0,
