@@ -48,41 +48,13 @@ class Attention(AttentionLayer):
         """Raw scores ``[B, T, L]`` for ``query [B, T, Dq]`` and ``keys [B, L, Dk]``."""
         return self.scorer(query, keys)
 
-    def forward(
-        self,
-        query: Tensor,
-        keys: Tensor,
-        values: Tensor | None = None,
-        mask: Tensor | None = None,
-        upper: Tensor | None = None,
-        bonus: Tensor | None = None,
-    ) -> tuple[Tensor, Tensor]:
-        """Attend from ``query`` over ``keys``.
-
-        Args:
-            query: ``[B, Dq]`` (one query per example) or ``[B, T, Dq]``.
-            keys: ``[B, L, Dk]``.
-            values: ``[B, L, Dv]``; defaults to ``keys``.
-            mask: ``[B, L]`` bool, True = real position.
-            upper: upper bounds ``[B, L]`` or ``[B, T, L]``; required by constrained transforms.
-            bonus: added to the scores before the transform, shaped like ``upper`` (e.g. the
-                exhaustion bonus ``c * upper`` of Malaviya et al. 2018).
-        Returns:
-            ``(context, weights)``: ``[B, Dv]`` and ``[B, L]`` for a ``[B, Dq]`` query, or
-            ``[B, T, Dv]`` and ``[B, T, L]`` for ``[B, T, Dq]`` queries.
-        """
-        single = query.dim() == 2
-        if single:
-            query = query.unsqueeze(1)
-            upper = None if upper is None else upper.unsqueeze(-2)
-            bonus = None if bonus is None else bonus.unsqueeze(-2)
+    def attention_weights(self, query: Tensor, keys: Tensor, mask: Tensor | None,
+                          upper: Tensor | None, bonus: Tensor | None) -> Tensor:
+        """``transform(scores + bonus)`` ``[B, T, L]`` (see :class:`AttentionLayer`); the
+        constrained transforms need ``upper``, the others refuse it (``ValueError``)."""
         scores = self.scores(query, keys)  # [B, T, L]
         if bonus is not None:
             scores = scores + bonus
-        weights = self.transform(
+        return self.transform(
             scores, upper=upper, dim=-1, mask=None if mask is None else mask.unsqueeze(1)
         )
-        context = weights @ (keys if values is None else values)  # [B, T, Dv]
-        if single:
-            return context.squeeze(1), weights.squeeze(1)
-        return context, weights

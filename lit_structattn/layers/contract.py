@@ -19,7 +19,8 @@ from torch import Tensor, nn
 
 class AttentionLayer(nn.Module):
     """Base of the attention layers: ``layer(query, keys, values=None, mask=None, upper=None,
-    bonus=None) -> (context, weights)``.
+    bonus=None) -> (context, weights)``. A subclass gives :meth:`attention_weights` for a
+    block of queries; :meth:`forward` handles single queries and the context.
 
     Shapes: ``query [B, Dq]`` or ``[B, T, Dq]``, ``keys [B, L, Dk]``, ``values [B, L, Dv]``
     (default ``keys``), ``mask [B, L]`` bool (True = real position), ``upper`` and ``bonus``
@@ -34,3 +35,48 @@ class AttentionLayer(nn.Module):
     def penalty(self) -> Tensor | None:
         """A term to add to the training loss (e.g. an L2 penalty on CRF potentials), or None."""
         return None
+
+    def attention_weights(self, query: Tensor, keys: Tensor, mask: Tensor | None,
+                          upper: Tensor | None, bonus: Tensor | None) -> Tensor:
+        """``weights [B, T, L]`` for ``query [B, T, Dq]``, ``keys [B, L, Dk]``, ``mask [B, L]``
+        and ``upper``/``bonus`` ``[B, T, L]`` (or broadcastable; None when not given)."""
+        raise NotImplementedError
+
+    def forward(
+        self,
+        query: Tensor,
+        keys: Tensor,
+        values: Tensor | None = None,
+        mask: Tensor | None = None,
+        upper: Tensor | None = None,
+        bonus: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        """Attend from ``query`` over ``keys``.
+
+        Args:
+            query: ``[B, Dq]`` (one query per example) or ``[B, T, Dq]``.
+            keys: ``[B, L, Dk]``.
+            values: ``[B, L, Dv]``; defaults to ``keys``.
+            mask: ``[B, L]`` bool, True = real position.
+            upper: upper bounds ``[B, L]`` or ``[B, T, L]`` (constrained layers only).
+            bonus: added to the scores before normalization, shaped like ``upper`` (layers
+                that take one only; e.g. the exhaustion bonus of Malaviya et al. 2018).
+        Returns:
+            ``(context, weights)``: ``[B, Dv]`` and ``[B, L]`` for a ``[B, Dq]`` query, or
+            ``[B, T, Dv]`` and ``[B, T, L]`` for ``[B, T, Dq]`` queries.
+        Raises:
+            ValueError: a ``bonus`` for a layer that takes none (and the layer's own errors,
+                e.g. missing or unwanted upper bounds).
+        """
+        if bonus is not None and not self.takes_bonus:
+            raise ValueError(f"{type(self).__name__} takes no score bonus")
+        single = query.dim() == 2
+        if single:
+            query = query.unsqueeze(1)
+            upper = None if upper is None else upper.unsqueeze(-2)
+            bonus = None if bonus is None else bonus.unsqueeze(-2)
+        weights = self.attention_weights(query, keys, mask, upper, bonus)  # [B, T, L]
+        context = weights @ (keys if values is None else values)  # [B, T, Dv]
+        if single:
+            return context.squeeze(1), weights.squeeze(1)
+        return context, weights

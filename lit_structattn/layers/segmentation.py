@@ -59,34 +59,13 @@ class SegmentationAttention(AttentionLayer):
         crf = LinearChainCRF(unary.reshape(batch * steps, length, 2), self.pairwise, lengths)
         return crf.marginals[..., 1].reshape(batch, steps, length)
 
-    def forward(
-        self,
-        query: Tensor,
-        keys: Tensor,
-        values: Tensor | None = None,
-        mask: Tensor | None = None,
-        upper: Tensor | None = None,
-        bonus: Tensor | None = None,
-    ) -> tuple[Tensor, Tensor]:
-        """Same interface as :class:`~lit_structattn.layers.attention.Attention`.
-
-        Args:
-            query: ``[B, Dq]`` or ``[B, T, Dq]``; keys: ``[B, L, Dk]``; values: ``[B, L, Dv]``
-                (default keys); mask: ``[B, L]`` bool, True = real position (every row needs one).
-            upper, bonus: must be None (segmentation attention takes neither).
-        Returns:
-            ``(context, weights)``: ``[B, Dv]``/``[B, L]`` or ``[B, T, Dv]``/``[B, T, L]``; the
-            weights are the normalized marginals, summing to ``lam``.
-        """
-        if upper is not None or bonus is not None:
+    def attention_weights(self, query: Tensor, keys: Tensor, mask: Tensor | None,
+                          upper: Tensor | None, bonus: Tensor | None) -> Tensor:
+        """The normalized marginals ``lam * p(z_i = 1) / sum_j p(z_j = 1)`` ``[B, T, L]``, summing
+        to ``lam`` (see :class:`AttentionLayer`; every mask row needs a real position).
+        ``ValueError`` for upper bounds (segmentation attention takes none)."""
+        if upper is not None:
             raise ValueError("segmentation attention takes no upper bounds and no score bonus")
-        single = query.dim() == 2
-        if single:
-            query = query.unsqueeze(1)
         selected = self.marginals(query, keys, mask)
         gamma = selected.sum(-1, keepdim=True).clamp_min(torch.finfo(selected.dtype).tiny)
-        weights = self.lam * selected / gamma
-        context = weights @ (keys if values is None else values)
-        if single:
-            return context.squeeze(1), weights.squeeze(1)
-        return context, weights
+        return self.lam * selected / gamma
