@@ -61,10 +61,6 @@ FAMILIES: dict[str, dict[str, tuple[str, ...]]] = {
 #: Layers that :func:`build_attention` builds besides the transforms.
 STRUCTURED = {"segmentation": SegmentationAttention}
 
-assert all(name in KINDS for roles in FAMILIES.values() for names in roles.values()
-           for name in names), "every name a family takes is in KINDS"
-
-
 def names(family: str, role: str = "attention") -> tuple[str, ...]:
     """The names ``family`` takes for ``role``; ``ValueError`` listing the valid ones."""
     check_choice("model family", family, FAMILIES)
@@ -93,11 +89,9 @@ def build_attention(name: str, query_dim: int, key_dim: int,
 
 #: The names of each family and role, as types for constructor arguments.
 AttentionName = Literal[tuple(attention_names())]
-DecoderAttentionName = AttentionName
 EasyFirstAttentionName = Literal[names("easy_first")]
 SourceAttentionName = Literal[names("seq2seq", "source_attention")]
 OutputName = Literal[names("seq2seq", "output")]
 MemoryAttentionName = Literal[names("memory_network")]
 InterAttentionName = Literal[names("nli", "inter")]
 IntraAttentionName = Literal[names("nli", "intra")]
-ClassifierAttentionName = Literal[names("classifier")]
