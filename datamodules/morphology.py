@@ -25,7 +25,7 @@ from lit_structattn.common.constants import BOS_ID, EOS_ID, SEQUENCE_SPECIALS
 from .batching import EncodedItems, seq2seq_batch
 from .files import MalformedLine, data_root, open_text, require_records
 from .splits import SplitDataModule
-from .vocabulary import Vocabulary
+from .vocabulary import SharedVocabularySizes, Vocabulary
 
 POS = ("noun", "verb")
 SPLIT_FILES = {"train": "train", "val": "dev", "test": "test"}
@@ -70,7 +70,7 @@ def collate_inflections(items: Sequence[tuple[list[int], list[int], int]]
     return seq2seq_batch(src, tgt, BOS_ID, EOS_ID, index=index)
 
 
-class InflectionDataModule(SplitDataModule):
+class InflectionDataModule(SharedVocabularySizes, SplitDataModule):
     """German noun or verb inflection as character batches.
 
     Args:

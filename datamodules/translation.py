@@ -546,6 +546,31 @@ class TranslationDataModule(SplitDataModule):
         """The raw target sentences of ``split`` (dataset order)."""
         return [tgt for _, tgt in self.datasets[split].pairs]
 
+    # The sizes the model takes from the data (the CLI links them into the model's arguments
+    # when it instantiates the classes, before any setup): as configured; the task checks them
+    # against the trained subword model in its setup.
+
+    @property
+    def source_vocab_size(self) -> int:
+        """The joint subword vocabulary's size, ``bpe_size``."""
+        return self.hparams.bpe_size
+
+    @property
+    def target_vocab_size(self) -> int:
+        """``word_vocab_size`` for word targets, else the joint subwords' ``bpe_size``."""
+        h = self.hparams
+        return h.word_vocab_size if h.target_units == "words" else h.bpe_size
+
+    @property
+    def shares_vocabulary(self) -> bool:
+        """Whether source and target ids index one vocabulary (subword targets)."""
+        return self.hparams.target_units == "subwords"
+
+    @property
+    def sink(self) -> bool:
+        """Whether every source ends with the ``<SINK>`` token."""
+        return self.hparams.sink
+
     @property
     def vocab(self) -> Subwords | None:
         """The subword model after :meth:`setup` (what figure callbacks receive as vocabulary)."""

@@ -48,7 +48,7 @@ from lit_structattn.common.constants import BOS, BOS_ID, EOS, EOS_ID, PAD
 
 from .batching import EncodedItems, seq2seq_batch
 from .splits import SplitDataModule
-from .vocabulary import Vocabulary
+from .vocabulary import SharedVocabularySizes, Vocabulary
 
 OPERATORS = ("+", "*")
 MIN_ARITY, MAX_ARITY = 2, 4
@@ -226,7 +226,7 @@ def collate_formulas(items: Sequence[tuple[list[int], list[int], int]]) -> dict[
 # ----------------------------------------------------------------------------- datamodule
 
 
-class TreeTransductionDataModule(SplitDataModule):
+class TreeTransductionDataModule(SharedVocabularySizes, SplitDataModule):
     """Prefix -> infix formulas of Kim et al. (2017), §4.1 (see the module docstring).
 
     Depth ranges are inclusive ``(low, high)`` pairs. Batches are dicts of long tensors:

@@ -84,6 +84,25 @@ class Vocabulary:
         return [self.tokens[i] for i in self.content_ids(ids)]
 
 
+class SharedVocabularySizes:
+    """The sizes a sequence-to-sequence model takes from a DataModule whose sources and
+    targets share one ``vocab`` (the CLI links them into the model's arguments when it
+    instantiates the classes): a DataModule that builds ``vocab`` in ``setup`` is set up when
+    they are asked for."""
+
+    shares_vocabulary = True
+
+    @property
+    def source_vocab_size(self) -> int:
+        if self.vocab is None:
+            self.setup("fit")
+        return len(self.vocab)
+
+    @property
+    def target_vocab_size(self) -> int:
+        return self.source_vocab_size
+
+
 def content_ids(ids: Iterable[int] | torch.Tensor, eos_id: int | None,
                 skip: Iterable[int | None]) -> list[int]:
     """``ids`` (a list or a 1-D tensor ``[T]``) up to the first ``eos_id``, without the ids in

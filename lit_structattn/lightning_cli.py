@@ -16,6 +16,16 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from .checkpoints import AtomicCheckpointIO, resolve_checkpoint
 from .interruption import ResumableFit
 
+#: What a task's ``model`` takes from the data: (DataModule attribute, the model's argument). The
+#: CLI links each when it instantiates the classes (the DataModule first), for a DataModule that
+#: has the attribute; the values are saved with the model's configuration in its checkpoints.
+DATA_SIZES = (
+    ("source_vocab_size", "src_vocab"),
+    ("target_vocab_size", "tgt_vocab"),
+    ("shares_vocabulary", "joint_vocab"),
+    ("sink", "sink"),
+)
+
 REPRODUCE_HELP = ("Train, test and report the rows of a paper's table over seeds (budgets ci, "
                   "demo, cpu, paper; see structattn reproduce --help).")
 
@@ -67,6 +77,12 @@ class StructAttnCLI(LightningCLI):
         if add_subcommands:
             self.parser._subcommands_action.add_subcommand(
                 "reproduce", ArgumentParser(description=REPRODUCE_HELP), help=REPRODUCE_HELP)
+
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        """Link the sizes a task's model takes from the data (:data:`DATA_SIZES`)."""
+        for attribute, argument in DATA_SIZES:
+            parser.link_arguments(f"data.{attribute}", f"model.init_args.model.init_args.{argument}",
+                                  apply_on="instantiate")
 
     def parse_arguments(self, parser: LightningArgumentParser, args) -> None:
         """Parses ``args`` without Lightning's warning about ``args`` given beside

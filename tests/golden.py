@@ -193,8 +193,9 @@ _TRANSLATION_TINY = (
     "--data.init_args.prefixes", "[train, val, test]",
     "--data.init_args.bpe_size", "60", "--data.init_args.batch_size", "32",
     "--data.init_args.eval_batch_size", "40", "--model.init_args.predictor_epochs", "1",
-    "--model.init_args.vocab_size", "60", "--model.init_args.embed_dim", "16",
-    "--model.init_args.hidden_dim", "16", "--model.init_args.encoder_dim", "8",
+    "--model.init_args.model.init_args.embed_dim", "16",
+    "--model.init_args.model.init_args.hidden_dim", "16",
+    "--model.init_args.model.init_args.encoder_dim", "8",
     "--model.init_args.max_decode_len", "30", "--model.init_args.drop_score", "false",
     "--trainer.limit_val_batches", "2",
 )
@@ -203,14 +204,16 @@ CASES: dict[str, Case] = {
     "tree_structured": Case(
         ("tree_transduction/base.yaml", "tree_transduction/structured.yaml"),
         ("--data.init_args.train_per_depth", "40", "--data.init_args.eval_per_depth", "4",
-         "--model.init_args.test_beam", "1", "--model.init_args.decay_start", "2",
+         "--model.init_args.test_beam", "1",
+         "--model.init_args.lr_scheduler.init_args.start", "2",
          "--trainer.limit_val_batches", "2")),
     "easy_first_nef_crf_f_csoftmax": Case(
         ("easy_first/common.yaml", "easy_first/ner_en.yaml", "easy_first/rows/nef_crf_f_L.yaml"),
         # lr 0.02, not the row's 0.1: at 0.1 the first steps jump (loss 26 -> 38) and rounding
         # differences between CPUs grow tenfold a step, to 2e-4 by step 20 even in float64
         ("--data.init_args.data_dir", DATA, "--data.init_args.batch_size", "16",
-         "--trainer.limit_val_batches", "2", "--model.init_args.lr", "0.02"),
+         "--trainer.limit_val_batches", "2",
+         "--model.init_args.optimizer.init_args.lr", "0.02"),
         write_conll_en),
     "translation_csparsemax_predicted": Case(
         ("translation/base.yaml", "translation/rows/csparsemax_predicted.yaml"),
@@ -218,12 +221,12 @@ CASES: dict[str, Case] = {
         patches=(("datamodules.translation.align", monotone_links),)),
     "translation_beam_joint": Case(
         ("translation/base.yaml", "translation/rows/beam_joint.yaml"),
-        (*_TRANSLATION_TINY, "--model.init_args.joint_k", "3"), write_translation),
+        (*_TRANSLATION_TINY, "--model.init_args.model.init_args.joint_k", "3"),
+        write_translation),
     "translation_segmentation": Case(
         ("translation/base.yaml", "translation/characters.yaml",
          "translation/rows/segmentation.yaml"),
-        (*_TRANSLATION_TINY, "--data.init_args.word_vocab_size", "12",
-         "--model.init_args.target_vocab_size", "12"), write_translation),
+        (*_TRANSLATION_TINY, "--data.init_args.word_vocab_size", "12"), write_translation),
     "babi_binary_crf": Case(
         ("babi/base.yaml", "babi/rows/binary_crf.yaml"),
         ("--data.init_args.data_dir", DATA, "--data.init_args.task", "2",

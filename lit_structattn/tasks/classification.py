@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torchmetrics.classification import MulticlassAccuracy
 
 from ..attention.transforms import TransformName
@@ -27,9 +28,10 @@ class SequenceClassifier(Task):
         hidden_dim: int = 32,
         score: ScoreName = "general",
         transform: TransformName = "softmax",
-        lr: float = 1e-2,
+        optimizer: OptimizerCallable = torch.optim.Adam,
+        lr_scheduler: LRSchedulerCallable | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(optimizer, lr_scheduler)
         self.save_hyperparameters()
         self.model = AttentionPoolingClassifier(
             vocab_size, num_classes, embed_dim, hidden_dim, score=score, transform=transform
@@ -66,6 +68,3 @@ class SequenceClassifier(Task):
     def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> dict:
         logits, attention = self(batch)
         return {"prediction": logits.argmax(-1), "attention": attention}
-
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.Adam(self.parameters(), lr=self.hparams.lr)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torchmetrics.classification import MulticlassAccuracy
 
 from ..figures import AttentionMap
@@ -23,8 +24,9 @@ class NLITask(Task):
     ``pretrained_structured`` is trained in :meth:`prepare_data` (once, on local rank 0, cached)
     and only read from the cache when the model is built.
 
-    Adagrad (lr 0.05, initial accumulator 0.1), weights from ``N(0, init_std^2)``; clip the
-    gradient norm at 5 with ``trainer.gradient_clip_val`` (A.5). Logs ``train/loss``,
+    The paper: Adagrad (lr 0.05, initial accumulator 0.1, ``configs/nli/base.yaml``), weights
+    from ``N(0, init_std^2)``; clip the gradient norm at 5 with ``trainer.gradient_clip_val``
+    (A.5). A frozen parser (``pretrained_structured``) is left out of the optimizer. Logs ``train/loss``,
     ``val/loss``, ``val/accuracy`` and ``test/accuracy``.
 
     Args:
@@ -39,6 +41,7 @@ class NLITask(Task):
             cached, see :mod:`lit_structattn.parser_training`); its sizes are
             ``parser_embed_dim`` and ``parser_dim``.
         parser_seed: the seed of that parser's training.
+        optimizer, lr_scheduler: see :class:`~.base.Task`.
         Others: see :class:`~lit_structattn.models.decomposable.DecomposableAttention`.
     """
 
@@ -54,10 +57,10 @@ class NLITask(Task):
         parser_epochs: int = 1,
         parser_seed: int = 0,
         init_std: float | None = 0.01,
-        lr: float = 0.05,
-        initial_accumulator: float = 0.1,
+        optimizer: OptimizerCallable = torch.optim.Adagrad,
+        lr_scheduler: LRSchedulerCallable | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(optimizer, lr_scheduler)
         registry.check_attention("nli", "intra", intra)
         registry.check_attention("nli", "inter", inter)
         self.save_hyperparameters()
@@ -170,8 +173,3 @@ class NLITask(Task):
                 figures.append((f"parse/example_{b}", (["$", *premise], heads[b, : n + 1].tolist(),
                                                        "Eisner argmax parse")))
         return figures
-
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        trained = [p for p in self.parameters() if p.requires_grad]
-        return torch.optim.Adagrad(trained, lr=self.hparams.lr,
-                                   initial_accumulator_value=self.hparams.initial_accumulator)

@@ -7,6 +7,7 @@ import math
 
 import torch
 import torch.nn.functional as F
+from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torchmetrics import MeanMetric
 
 from ..figures import AttentionMap
@@ -24,8 +25,9 @@ class QATask(Task):
     (:class:`datamodules.babi.BabiDataModule`).
 
     Loss: the cross-entropy of the answers summed over the batch (the MemN2N convention the
-    learning rate 0.01 goes with). SGD, ``lr`` halved every ``lr_halving_epochs`` epochs; clip
-    the gradient norm at 40 with ``trainer.gradient_clip_val``. Linear start: the model runs in
+    learning rate 0.01 goes with). The paper: SGD lr 0.01 halved every 25 epochs
+    (``configs/babi/base.yaml``); clip the gradient norm at 40 with
+    ``trainer.gradient_clip_val``. Linear start: the model runs in
     its linear-start mode during the first ``linear_start_epochs`` epochs (the mode is saved in
     checkpoints, so a checkpoint is evaluated as it was trained).
 
@@ -41,16 +43,18 @@ class QATask(Task):
         hops: K; None = the paper's K for the DataModule's task(s) (``PAPER_HOPS``, the largest
             when several tasks are trained together).
         embed_dim, memory_size, temporal_noise, init_std: of the model.
+        optimizer, lr_scheduler: see :class:`~.base.Task`.
     """
 
     def __init__(
         self, attention: registry.MemoryAttentionName = "softmax",
         vocab_size: int | None = None, hops: int | None = None,
         embed_dim: int = 20, memory_size: int = 25, temporal_noise: float = 0.1,
-        init_std: float = 0.1, lr: float = 0.01, lr_halving_epochs: int = 25,
-        linear_start_epochs: int = 20, fact_excluded_tasks: tuple[int, ...] = (7, 8),
+        init_std: float = 0.1, optimizer: OptimizerCallable = torch.optim.SGD,
+        lr_scheduler: LRSchedulerCallable | None = None, linear_start_epochs: int = 20,
+        fact_excluded_tasks: tuple[int, ...] = (7, 8),
     ) -> None:
-        super().__init__()
+        super().__init__(optimizer, lr_scheduler)
         registry.check_attention("memory_network", "attention", attention)
         self.save_hyperparameters()
         self.model = None
@@ -71,13 +75,13 @@ class QATask(Task):
         """Build the model from the DataModule's vocabulary and tasks where the configuration
         left ``vocab_size`` or ``hops`` open."""
         if self.model is not None:
-            self.check_vocab_size()
+            self.check_vocab_size(self.hparams.vocab_size)
             return
         data = self.trainer.datamodule
         vocab_size = self.hparams.vocab_size or len(data.vocab)
         hops = self.hparams.hops or max(PAPER_HOPS.get(task, 2) for task in data.tasks)
         self._build(vocab_size, hops)
-        self.check_vocab_size()
+        self.check_vocab_size(self.hparams.vocab_size)
 
     @property
     def report_notes(self) -> dict[str, str]:
@@ -152,8 +156,3 @@ class QATask(Task):
                         output.edge_marginals[b, k, :facts, :facts], sentences,
                         [str(i) for i in range(facts)], highlight_rows=gold)))
         return figures
-
-    def configure_optimizers(self):
-        optimizer = torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
-        halving = torch.optim.lr_scheduler.StepLR(optimizer, self.hparams.lr_halving_epochs, 0.5)
-        return {"optimizer": optimizer, "lr_scheduler": halving}

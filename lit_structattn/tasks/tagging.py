@@ -12,10 +12,11 @@ which the configs' checkpointing monitors whatever the metric).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import inspect
 from typing import Literal
 
 import torch
+from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from lightning.pytorch.plugins.precision import MixedPrecision
 
 from ..common.checks import check_choice
@@ -30,7 +31,8 @@ MetricName = Literal[METRICS]  # as the type of the constructor argument
 
 
 class TaggingTask(Task):
-    """Trains a tagger with Adagrad (Martins & Kreutzer: lr 0.1, gradient clipping 5).
+    """Trains a tagger (Martins & Kreutzer: Adagrad lr 0.1, gradient clipping 5;
+    ``configs/easy_first/common.yaml``).
 
     Args:
         metric: ``accuracy`` (POS), ``entity_f1`` (NER, conlleval-style) or ``f1_mult`` (QE).
@@ -44,6 +46,9 @@ class TaggingTask(Task):
         tag_weights: loss weight per tag name (QE: ``{"BAD": 5.0}``); others weigh 1.
         use_affixes: prefix/suffix n-gram embeddings (the QE model has none).
         use_capitalization: the authors' 4-way capitalization one-hot as an extra input.
+        optimizer, lr_scheduler: see :class:`~.base.Task`. An optimizer that can fuse its step
+            (Adagrad, Adam, SGD, ...) is fused on the CPU unless its ``fused`` is set
+            (:meth:`configure_optimizers`).
         Other sizes: see :class:`~lit_structattn.models.easy_first.EasyFirstTagger`.
     """
 
@@ -66,9 +71,10 @@ class TaggingTask(Task):
         use_affixes: bool = True,
         use_capitalization: bool = False,
         tag_weights: dict[str, float] | None = None,
-        lr: float = 0.1,
+        optimizer: OptimizerCallable = torch.optim.Adagrad,
+        lr_scheduler: LRSchedulerCallable | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(optimizer, lr_scheduler)
         check_choice("metric", metric, METRICS)
         self.save_hyperparameters()
         self.model: EasyFirstTagger | None = None
@@ -211,19 +217,24 @@ class TaggingTask(Task):
                 outputs.attention[b, :steps, :length], sentence.words)))
         return figures
 
-    def configure_optimizers(self) -> torch.optim.Optimizer:
+    def configure_optimizers(self):
+        """The optimizer, fused on the CPU when it takes ``fused`` and its configuration leaves
+        it unset (one pass over each parameter instead of four: the embedding tables hold
+        nearly all the parameters, and the unfused Adagrad update took a quarter of an NER
+        training step; the same update up to rounding). Not under mixed precision
+        (``bf16-mixed``, ``16-mixed``): Lightning refuses to clip the gradients of a fused
+        optimizer there, as a fused step unscales the gradients itself, after the clipping."""
         mixed = self._trainer is not None and isinstance(self.trainer.precision_plugin,
                                                          MixedPrecision)
-        return adagrad(self.parameters(), self.hparams.lr, self.device, mixed_precision=mixed)
+        if self.device.type == "cpu" and not mixed and fusable(self.optimizer):
+            return self.optimizer(self.parameters(), fused=True)
+        return super().configure_optimizers()
 
 
-def adagrad(parameters: Iterable[torch.nn.Parameter], lr: float, device: torch.device,
-            mixed_precision: bool = False) -> torch.optim.Adagrad:
-    """The taggers' optimizer: Adagrad, fused on CPU (one pass over each parameter instead of
-    four; the embedding tables hold nearly all the parameters, and the unfused update took a
-    quarter of an NER training step). Same update up to rounding; other devices use the
-    default implementation, and so does ``mixed_precision`` training (``bf16-mixed``,
-    ``16-mixed``): Lightning refuses to clip the gradients of a fused optimizer there, since a
-    fused step unscales the gradients itself, after the clipping."""
-    return torch.optim.Adagrad(parameters, lr=lr,
-                               fused=device.type == "cpu" and not mixed_precision)
+def fusable(optimizer: OptimizerCallable) -> bool:
+    """Whether ``optimizer`` (an optimizer class, or the callable a config makes of one) takes
+    ``fused`` and leaves it unset."""
+    configured = getattr(optimizer, "keywords", None)  # a config's functools.partial
+    if configured is not None:
+        return "fused" in configured and configured["fused"] is None
+    return "fused" in inspect.signature(optimizer).parameters

@@ -15,89 +15,59 @@ from typing import Literal
 
 import torch
 import torch.nn.functional as F
+from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 
 from datamodules.vocabulary import content_ids
 
 from ..common.checks import check_choice
 from ..common.constants import EOS, PAD_ID
 from ..figures import AttentionMap
-from ..layers.registry import AttentionName, OutputName, SourceAttentionName
-from ..layers.scorers import ScoreName
 from ..metrics import ExactMatch, LengthToFailure
-from ..models.seq2seq import EncoderName, Seq2Seq
+from ..models.seq2seq import Seq2Seq
 from .base import Task
 
-OPTIMIZERS = ("sgd", "adam")
 METRICS = ("length_to_failure", "exact_match")
-# the same names as types of the constructor arguments (the tuples stay the source of truth)
-OptimizerName = Literal[OPTIMIZERS]
-MetricName = Literal[METRICS]
+MetricName = Literal[METRICS]  # the names as the type of the constructor argument
 
 
 class TransductionTask(Task):
     """Trains an attentional encoder-decoder with teacher forcing.
 
     Args:
-        vocab_size: size of the (shared) source/target vocabulary; checked against the data.
-        embed_dim, hidden_dim, attention, score, input_feed, dropout: see ``Seq2Seq``.
-        source_attention, parser_dim, encoder, encoder_dim: see ``SourceEncoder`` (
-            ``encoder_dim``: the BiLSTM's size per direction).
-        output, joint_k: the output layer (``soft``, ``full_joint``, ``beam_joint``,
-            ``sample_joint``, ``hard``) and the positions kept or sampled in training, see
-            ``Seq2Seq``; ``test_joint_k`` (default
-            ``joint_k``) at validation and test time.
-        optimizer: ``sgd`` (the paper: lr 1, halved every epoch from ``decay_start`` on) or
-            ``adam``.
-        init_range: parameters start uniform in ``[-init_range, init_range]`` (0 = PyTorch's),
-            see ``Seq2Seq``.
+        model: the encoder-decoder; its vocabulary sizes come from the data (linked by the
+            CLI from the DataModule's ``source_vocab_size`` / ``target_vocab_size``).
+        optimizer, lr_scheduler: see :class:`~.base.Task` (the paper: SGD lr 1, halved every
+            epoch after epoch 9, ``configs/tree_transduction/base.yaml``).
         max_decode_len: decoding stops after this many tokens.
         test_beam: beam size at test time (1 = greedy); validation decodes greedily.
+        test_joint_k: the positions a joint output layer keeps at validation and test time
+            (default: the model's ``joint_k``).
         metric: ``length_to_failure`` (per formula depth) or ``exact_match``.
         max_depth: largest formula depth reported by the length-to-failure metric.
     """
 
     def __init__(
         self,
-        vocab_size: int,
-        embed_dim: int = 50,
-        hidden_dim: int = 50,
-        attention: AttentionName = "softmax",
-        score: ScoreName = "general",
-        input_feed: bool = False,
-        dropout: float = 0.0,
-        source_attention: SourceAttentionName = "none",
-        parser_dim: int = 50,
-        encoder: EncoderName = "embedding",
-        encoder_dim: int = 50,
-        output: OutputName = "soft",
-        joint_k: int = 6,
-        test_joint_k: int | None = None,
-        optimizer: OptimizerName = "sgd",
-        lr: float = 1.0,
-        decay_start: int = 9,
-        init_range: float = 0.1,
+        model: Seq2Seq,
+        optimizer: OptimizerCallable = torch.optim.SGD,
+        lr_scheduler: LRSchedulerCallable | None = None,
         max_decode_len: int = 200,
         test_beam: int = 5,
+        test_joint_k: int | None = None,
         metric: MetricName = "length_to_failure",
         max_depth: int = 6,
     ) -> None:
-        super().__init__()
-        check_choice("optimizer", optimizer, OPTIMIZERS)
+        super().__init__(optimizer, lr_scheduler)
         check_choice("metric", metric, METRICS)
         self.save_hyperparameters()
-        self.model = Seq2Seq(
-            vocab_size, vocab_size, embed_dim, hidden_dim, attention=attention, score=score,
-            input_feed=input_feed, dropout=dropout, source_attention=source_attention,
-            parser_dim=parser_dim, encoder=encoder, encoder_dim=encoder_dim, output=output,
-            joint_k=joint_k, init_range=init_range,
-        )
+        self.model = model
         self.metrics = torch.nn.ModuleDict({
             split: LengthToFailure(max_depth) if metric == "length_to_failure" else ExactMatch()
             for split in ("val", "test")
         })
 
     def setup(self, stage: str) -> None:
-        self.check_vocab_size()
+        self.check_vocab_size(self.model.encoder.embed.num_embeddings)
 
     def _loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """The validation loss: the mean token NLL of the model's deterministic output layer
@@ -212,13 +182,3 @@ class TransductionTask(Task):
                 figures.append((f"parse/example_{b}", (["$", *source], heads[b, : n + 1].tolist(),
                                                        "Eisner argmax parse")))
         return figures
-
-    def configure_optimizers(self):
-        if self.hparams.optimizer == "adam":
-            return torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
-        optimizer = torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
-        start = self.hparams.decay_start
-        schedule = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda epoch: 0.5 ** max(0, epoch + 1 - start)
-        )
-        return {"optimizer": optimizer, "lr_scheduler": schedule}

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from lightning.pytorch.utilities import rank_zero_info
 from torchmetrics import MeanMetric
 
@@ -31,10 +32,8 @@ from datamodules.vocabulary import content_ids
 from ..common.constants import EOS
 from ..fertility_training import give_predicted_fertilities, train_fertility_predictor
 from ..figures import AttentionMap
-from ..layers.registry import AttentionName, OutputName
-from ..layers.scorers import ScoreName
 from ..metrics.translation import bleu_chrf, drop_alignments, drop_score, rep_score
-from ..models.seq2seq import DecoderInit, Seq2Seq
+from ..models.seq2seq import Seq2Seq
 from .base import Task
 
 
@@ -59,34 +58,23 @@ def repeated_positions(tokens: Sequence[str]) -> list[int]:
 
 
 class TranslationTask(Task):
-    """An attentional BiLSTM-LSTM translation model trained with teacher forcing. The defaults
-    are the cpu-budget model of ``configs/translation/base.yaml``.
+    """An attentional BiLSTM-LSTM translation model trained with teacher forcing
+    (``configs/translation/base.yaml`` configures the cpu-budget one).
 
     Args:
-        vocab_size: the size of the data's joint subword vocabulary (its ``bpe_size``, unless
-            sentencepiece stopped short on a small corpus; checked against the data).
-        target_vocab_size: the size of the target vocabulary when the data's targets are words
-            (``target_units="words"``; checked against the data); None: the joint subwords.
-        embed_dim, hidden_dim, encoder_dim, attention, score, input_feed, dropout: see
-            :class:`~lit_structattn.models.seq2seq.Seq2Seq` (the encoder is a BiLSTM of
-            ``encoder_dim`` per direction).
-        fertility, sink, exhaustion_bonus, coverage_vector: constrained attention and
-            COVVECTOR, see ``Seq2Seq``; ``sink`` must match the data's. Batches with a
-            ``fertility`` tensor (GUIDED / PREDICTED) override the constant ``fertility``.
-            Constrained attention with the sink refuses a constant ``fertility`` below 1
-            (``ValueError``): the source words would get almost no attention.
+        model: the encoder-decoder (:class:`~lit_structattn.models.seq2seq.Seq2Seq`, BiLSTM
+            encoder). Its vocabulary sizes and ``sink`` come from the data (linked by the CLI
+            from the DataModule's ``source_vocab_size``, ``target_vocab_size``,
+            ``shares_vocabulary`` and ``sink``); batches with a ``fertility`` tensor (GUIDED /
+            PREDICTED) override its constant ``fertility``.
+        optimizer, lr_scheduler: see :class:`~.base.Task` (the configurations: Adam 2e-3
+            halved after every epoch from the 5th on).
         predictor_epochs: training epochs of the fertility predictor when the data's
             ``fertility_strategy`` is ``predicted`` (the authors: 10); unused otherwise.
-        tie_embeddings: one matrix for the source and target embeddings and the output layer
-            (the vocabulary is joint).
-        output, joint_k, test_joint_k: the output layer (``soft``, ``beam_joint``,
-            ``sample_joint``, ``hard``; Shankar et al. 2018) and the positions it keeps or
-            samples in training, see ``Seq2Seq``; ``test_joint_k`` (default ``joint_k``) for the
-            perplexities and decoding.
+        test_joint_k: the positions a joint output layer keeps for the perplexities and
+            decoding (default: the model's ``joint_k``).
         label_smoothing: of the training loss (the validation loss and perplexity are plain;
             ``hard`` / ``sample_joint`` train without it).
-        lr: Adam's learning rate; multiplied by ``lr_decay`` at the end of every epoch from
-            epoch ``decay_start`` on (epochs counted from 1; ``lr_decay = 1``: constant).
         max_decode_len: decoding stops after ``min(max_decode_len, 2 S + 10)`` tokens.
         test_beam: beam size at test time (1 = greedy); validation decodes greedily.
         length_penalty, alpha, coverage_penalty, min_attention: the final ranking of the beams
@@ -95,36 +83,16 @@ class TranslationTask(Task):
         penalty_grid: COVPENALTY with tuned weights: ``[alpha, beta]`` pairs tried on the
             validation set before testing (Wu et al.'s length penalty); the best BLEU wins.
         drop_score: compute the DROP score at test time (one eflomal run over train + test).
-        init_range: parameters start uniform in ``[-init_range, init_range]`` (0 = PyTorch's),
-            see ``Seq2Seq``.
-        decoder_init: ``zeros`` or ``encoder`` (the decoder starts from the BiLSTM encoder's
-            final state; ``2 encoder_dim == hidden_dim``), see ``Seq2Seq``.
     """
 
     def __init__(
         self,
-        vocab_size: int = 8000,
-        target_vocab_size: int | None = None,
-        embed_dim: int = 256,
-        hidden_dim: int = 256,
-        encoder_dim: int = 256,
-        attention: AttentionName = "softmax",
-        score: ScoreName = "general",
-        input_feed: bool = True,
-        dropout: float = 0.1,
-        fertility: float = 2.0,
-        sink: bool = False,
-        exhaustion_bonus: float = 0.0,
-        coverage_vector: bool = False,
+        model: Seq2Seq,
+        optimizer: OptimizerCallable = torch.optim.Adam,
+        lr_scheduler: LRSchedulerCallable | None = None,
         predictor_epochs: int = 5,
-        tie_embeddings: bool = True,
-        output: OutputName = "soft",
-        joint_k: int = 6,
         test_joint_k: int | None = None,
         label_smoothing: float = 0.1,
-        lr: float = 2e-3,
-        lr_decay: float = 0.5,
-        decay_start: int = 5,
         max_decode_len: int = 100,
         test_beam: int = 5,
         length_penalty: str = "avg",
@@ -133,27 +101,10 @@ class TranslationTask(Task):
         min_attention: float = 0.1,
         penalty_grid: list[tuple[float, float]] | None = None,
         drop_score: bool = True,
-        init_range: float = 0.0,
-        decoder_init: DecoderInit = "zeros",
     ) -> None:
-        super().__init__()
+        super().__init__(optimizer, lr_scheduler)
         self.save_hyperparameters()
-        self.model = Seq2Seq(
-            vocab_size, target_vocab_size or vocab_size, embed_dim, hidden_dim,
-            attention=attention, score=score, joint_vocab=target_vocab_size is None,
-            input_feed=input_feed, dropout=dropout, fertility=fertility, sink=sink,
-            exhaustion_bonus=exhaustion_bonus, coverage_vector=coverage_vector,
-            encoder="bilstm", encoder_dim=encoder_dim, tie_embeddings=tie_embeddings,
-            output=output, joint_k=joint_k, init_range=init_range, decoder_init=decoder_init,
-        )
-        if self.model.constrained and sink and fertility < 1:
-            raise ValueError(
-                f"fertility={fertility} with {attention} attention and the <SINK> token: every "
-                "source word may receive at most that much attention over the whole "
-                "translation, so nearly all of it goes to the sink and the model learns to "
-                "ignore the source (BLEU 0). Use a CONSTANT fertility >= 1 (the paper's f = 2 "
-                "or 3, configs/translation/rows/csparsemax_constant_f2.yaml), or "
-                "fertility_strategy: guided / predicted in the data config")
+        self.model = model
         self.nll = torch.nn.ModuleDict({split: MeanMetric() for split in ("val", "test")})
         self.penalty = {"alpha": alpha, "length_penalty": length_penalty,
                         "coverage_penalty": coverage_penalty, "min_attention": min_attention}
@@ -178,35 +129,28 @@ class TranslationTask(Task):
             give_predicted_fertilities(data, self.hparams.predictor_epochs)
 
     def setup(self, stage: str) -> None:
-        """Check the data's vocabulary sizes and ``sink`` against the model's, then give it
-        predicted fertilities if it awaits them (:meth:`give_fertilities`)."""
-        self.check_vocab_size()
+        """Check the model's vocabulary sizes and ``sink`` against the set-up data, then give
+        it predicted fertilities if it awaits them (:meth:`give_fertilities`)."""
         data = getattr(self.trainer, "datamodule", None)
         subwords = getattr(data, "subwords", None)
-        expected = None if subwords is None or subwords.target_words is None else \
-            subwords.target_size
-        if subwords is not None and expected != self.hparams.target_vocab_size:
+        if subwords is not None:
+            sizes = (("source", len(subwords), self.model.encoder.embed.num_embeddings),
+                     ("target", subwords.target_size, self.model.tgt_embed.num_embeddings))
+            for side, found, expected in sizes:
+                if found != expected:
+                    raise ValueError(
+                        f"the data's {side} vocabulary has {found} symbols, the model's "
+                        f"{expected}: " + ("sentencepiece stopped short of bpe_size on this "
+                                            f"corpus; set --data.init_args.bpe_size {found}"
+                                            if side == "source" else
+                                            "a checkpoint or configuration made for other data"))
+        data_sink = getattr(data, "sink", None)
+        if data_sink is not None and data_sink != self.model.sink:
             raise ValueError(
-                f"model.target_vocab_size={self.hparams.target_vocab_size} but the data's "
-                + ("targets are subwords: leave it unset" if expected is None else
-                   f"target words number {expected}; set --model.init_args.target_vocab_size "
-                   f"{expected}"))
-        data_sink = getattr(getattr(data, "hparams", {}), "sink", None)
-        if data_sink is not None and data_sink != self.hparams.sink:
-            raise ValueError(
-                f"model.sink={self.hparams.sink} but data.sink={data_sink}: the model's <SINK> "
+                f"model sink={self.model.sink} but data.sink={data_sink}: the model's <SINK> "
                 "handling needs the data to append the token (set both)"
             )
         self.give_fertilities(data)
-
-    def configure_optimizers(self):
-        optimizer = torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
-        if self.hparams.lr_decay == 1.0:
-            return optimizer
-        decay, start = self.hparams.lr_decay, self.hparams.decay_start
-        schedule = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda epoch: decay ** max(0, epoch + 1 - start))
-        return {"optimizer": optimizer, "lr_scheduler": schedule}
 
     # ---- training -----------------------------------------------------------------------
 
@@ -368,7 +312,7 @@ class TranslationTask(Task):
         subwords = vocab
         records = self._records({k: v[:limit] for k, v in batch.items()}, subwords)
         return [(f"attention/example_{b}", AttentionMap(
-            f"{self.hparams.attention} attention (greedy)", torch.tensor(r["attention"]),
+            f"{self.model.attention_name} attention (greedy)", torch.tensor(r["attention"]),
             r["output_pieces"], r["source_pieces"], repeated_positions(r["output_pieces"])))
             for b, r in enumerate(records)]
 

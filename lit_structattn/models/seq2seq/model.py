@@ -14,12 +14,14 @@ from torch import Tensor, nn
 from ...common.checks import check_choice
 from ...common.constants import BOS_ID, EOS_ID
 from ...layers.encoders import run_lstm
-from ...layers.registry import AttentionName, OutputName, build_attention, check_attention
+from ...layers.registry import (
+    AttentionName, OutputName, SourceAttentionName, build_attention, check_attention,
+)
 from . import search
 from .bounds import step_bounds, with_fertility
 from .joint import SAMPLED_OUTPUTS, JointOutputs
 from .search import Beams
-from .source import EncodedSource, SourceEncoder, select_rows
+from .source import EncodedSource, EncoderName, SourceEncoder, select_rows
 
 DECODER_INITS = ("zeros", "encoder")
 DecoderInit = Literal[DECODER_INITS]  # the names as the type of the constructor argument
@@ -78,8 +80,9 @@ class Seq2Seq(JointOutputs, nn.Module):
         init_range: every parameter starts uniform in ``[-init_range, init_range]`` (the
             authors' OpenNMT / seq2seq-attn default 0.1); 0 keeps PyTorch's initializations
             (embeddings ``N(0, 1)``, which with tied embeddings makes large initial logits).
-        encoder_kwargs: passed to :class:`SourceEncoder` (``encoder``, ``source_attention``,
-            ``parser_dim``).
+        encoder, source_attention, parser_dim: the source side, see :class:`SourceEncoder`
+            (``embedding`` or ``bilstm``; ``none``, ``simple`` or ``structured`` syntactic
+            attention with a parser BiLSTM of ``parser_dim``).
         bos_id, eos_id: the target start and end symbols.
     """
 
@@ -107,11 +110,13 @@ class Seq2Seq(JointOutputs, nn.Module):
         joint_vocab: bool | None = None,
         decoder_init: DecoderInit = "zeros",
         init_range: float = 0.0,
-        **encoder_kwargs,
+        encoder: EncoderName = "embedding",
+        source_attention: SourceAttentionName = "none",
+        parser_dim: int = 50,
     ) -> None:
         super().__init__()
-        self.encoder = SourceEncoder(src_vocab, embed_dim, dropout=dropout,
-                                     hidden_dim=encoder_dim, **encoder_kwargs)
+        self.encoder = SourceEncoder(src_vocab, embed_dim, source_attention, parser_dim, encoder,
+                                     encoder_dim, dropout)
         memory_dim = self.encoder.output_dim
         self.tgt_embed = nn.Embedding(tgt_vocab, embed_dim, padding_idx=0)
         self.input_feed = input_feed
@@ -121,6 +126,7 @@ class Seq2Seq(JointOutputs, nn.Module):
             batch_first=True, dropout=dropout if num_layers > 1 else 0.0,
         )
         self.attention = build_attention(attention, hidden_dim, memory_dim, score=score)
+        self.attention_name = attention
         self.combine = nn.Linear(memory_dim + hidden_dim, hidden_dim, bias=False)
         self.dropout = nn.Dropout(dropout)
         self.generator = nn.Linear(hidden_dim, tgt_vocab)
@@ -138,6 +144,14 @@ class Seq2Seq(JointOutputs, nn.Module):
                              "the fertility bounds run out before the translation ends")
         if fertility <= 0:
             raise ValueError(f"fertility must be > 0, got {fertility}")
+        if self.constrained and fertility < 1:
+            raise ValueError(
+                f"fertility={fertility} with {attention} attention and the <SINK> token: every "
+                "source word may receive at most that much attention over the whole "
+                "translation, so nearly all of it goes to the sink and the model learns to "
+                "ignore the source (BLEU 0). Use a CONSTANT fertility >= 1 (the paper's f = 2 "
+                "or 3, configs/translation/rows/csparsemax_constant_f2.yaml), or "
+                "fertility_strategy: guided / predicted in the data config")
         self.fertility, self.sink, self.exhaustion_bonus = fertility, sink, exhaustion_bonus
         if coverage_vector and not self.attention.takes_bonus:
             raise ValueError(f"coverage_vector needs an attention that takes a score bonus, "
