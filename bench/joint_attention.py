@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from bench.timing import (
-    config_model_args,
+    config_task,
     markdown_table,
     optimizer_of,
     training_step_times,
@@ -33,10 +33,9 @@ from bench.timing import (
 from datamodules.morphology import InflectionDataModule
 from datamodules.translation import TranslationDataModule
 from lit_structattn.allocator import steady_allocator
-from lit_structattn.tasks import TransductionTask, TranslationTask
 
 REPORT = Path(__file__).resolve().parent.parent / "reports" / "bench_joint_attention.md"
-TRANSLATION = {  # candidate -> TranslationTask arguments
+TRANSLATION = {  # candidate -> Seq2Seq arguments
     "soft": {},
     "beam-joint (K = 6)": {"output": "beam_joint", "joint_k": 6},
     "sample-joint (6 samples)": {"output": "sample_joint", "joint_k": 6},
@@ -59,8 +58,8 @@ def first_batches(data, steps: int) -> list:
 def translation_times(steps: int, bpe_size: int) -> dict[str, list[float]]:
     data = TranslationDataModule(batch_size=64, bpe_size=bpe_size)
     data.setup("fit")
-    tasks = {name: TranslationTask(**config_model_args("translation/base.yaml",
-                                                       vocab_size=len(data.subwords), **kwargs))
+    tasks = {name: config_task(["translation/base.yaml"], "--data.init_args.bpe_size",
+                               str(len(data.subwords)), **kwargs)
              for name, kwargs in TRANSLATION.items()}
     return training_step_times(first_batches(data, steps),
                                {name: task.loss for name, task in tasks.items()},
@@ -70,8 +69,7 @@ def translation_times(steps: int, bpe_size: int) -> dict[str, list[float]]:
 def morphology_times(steps: int) -> dict[str, list[float]]:
     data = InflectionDataModule(pos="noun", batch_size=20)
     data.setup("fit")
-    tasks = {name: TransductionTask(**config_model_args("morphology/base.yaml",
-                                                   vocab_size=len(data.vocab), **kwargs))
+    tasks = {name: config_task(["morphology/base.yaml", "morphology/nouns.yaml"], **kwargs)
              for name, kwargs in MORPHOLOGY.items()}
 
     def loss_of(task):

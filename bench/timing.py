@@ -1,10 +1,11 @@
 """Small helpers shared by the benchmarks: best-of-k wall time after warm-up, a markdown table
-writer, and the model arguments of a reproduction config (so that a benchmark times the model
-the reproductions train). Absolute times on shared machines are noise; report ratios measured
+writer, and the tasks of the reproduction configs (so that a benchmark times the model the
+reproductions train). Absolute times on shared machines are noise; report ratios measured
 in the same run."""
 
 from __future__ import annotations
 
+import json
 import platform
 import time
 from collections.abc import Callable, Sequence
@@ -20,6 +21,21 @@ def config_model_args(config: str, **overrides: object) -> dict[str, object]:
     """The ``model.init_args`` of ``configs/<config>`` (a LightningCLI YAML file), updated
     with ``overrides``."""
     return {**yaml.safe_load((CONFIGS / config).read_text())["model"]["init_args"], **overrides}
+
+
+def config_task(configs: Sequence[str], *args: str, **model: object):
+    """The task that ``structattn fit --config configs/<config> ... <args>`` builds, with the
+    arguments ``model`` of its ``model`` (e.g. ``attention="sigmoid"``): its sizes linked from
+    the configured data as in a run; no logger, callbacks or checkpoints."""
+    from lit_structattn.lightning_cli import build_cli
+
+    stack = [a for config in configs for a in ("--config", str(CONFIGS / config))]
+    chosen = [a for name, value in model.items() for a in (
+        f"--model.init_args.model.init_args.{name}",
+        value if isinstance(value, str) else json.dumps(value))]
+    quiet = ["--trainer.logger", "false", "--trainer.callbacks", "null",
+             "--trainer.enable_checkpointing", "false"]
+    return build_cli([*stack, *args, *chosen, *quiet], run=False).model
 
 
 def best_time(step: Callable[[], object], repeats: int = 20, warmup: int = 3) -> float:

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from bench.timing import (
-    config_model_args,
+    config_task,
     markdown_table,
     optimizer_of,
     training_step_times,
@@ -39,9 +39,9 @@ TRANSFORMS = ("softmax", "sparsemax", "csoftmax", "csparsemax")
 
 def make_task(attention: str) -> TranslationTask:
     constrained = attention.startswith("c")
-    return TranslationTask(**config_model_args(
-        "translation/base.yaml", attention=attention, sink=True, fertility=2.0,
-        exhaustion_bonus=0.2 if constrained else 0.0))
+    return config_task(["translation/base.yaml"], "--data.init_args.sink", "true",
+                       attention=attention, fertility=2.0,
+                       exhaustion_bonus=0.2 if constrained else 0.0)
 
 
 def step_times(data: TranslationDataModule, steps: int) -> dict[str, list[float]]:

@@ -19,14 +19,13 @@ from pathlib import Path
 import torch
 
 from bench.timing import (
-    config_model_args,
+    config_task,
     markdown_table,
     optimizer_of,
     training_step_times,
     write_report,
 )
 from datamodules.tree_transduction import TreeTransductionDataModule
-from lit_structattn.tasks import TransductionTask
 
 REPORT = Path(__file__).resolve().parent.parent / "reports" / "bench_tree_transduction.md"
 ENCODERS = ("none", "simple", "structured")
@@ -44,8 +43,7 @@ def training_batches(steps: int) -> list[dict[str, torch.Tensor]]:
 def step_times(steps: int) -> dict[str, list[float]]:
     """Seconds per training step for each encoder over the same batches."""
     batches = training_batches(steps)
-    tasks = {name: TransductionTask(**config_model_args("tree_transduction/base.yaml",
-                                                   source_attention=name))
+    tasks = {name: config_task(["tree_transduction/base.yaml"], source_attention=name)
              for name in ENCODERS}
     optimizers = {name: optimizer_of(task) for name, task in tasks.items()}
     return training_step_times(batches, {name: task._loss for name, task in tasks.items()},

@@ -81,7 +81,8 @@ class StructAttnCLI(LightningCLI):
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         """Link the sizes a task's model takes from the data (:data:`DATA_SIZES`)."""
         for attribute, argument in DATA_SIZES:
-            parser.link_arguments(f"data.{attribute}", f"model.init_args.model.init_args.{argument}",
+            parser.link_arguments(f"data.{attribute}",
+                                  f"model.init_args.model.init_args.{argument}",
                                   apply_on="instantiate")
 
     def parse_arguments(self, parser: LightningArgumentParser, args) -> None:

@@ -28,7 +28,7 @@ from datamodules.nli import read_sick, read_snli
 from datamodules.translation import read_parallel
 from datamodules.ud_pos import UDPOSDataModule, read_conllu, read_conllu_trees
 from datamodules.word_qe import read_word_qe
-from lit_structattn.tasks.translation import TranslationTask
+from lit_structattn.models.seq2seq import Seq2Seq
 
 NER_LINES = "EU NNP I-NP I-ORG\nrejects VBZ I-VP O\n\nMálaga NNP I-NP I-LOC\n"
 STORY = "1 Mary moved to the bathroom.\n2 Where is Mary? \tbathroom\t1\n"
@@ -234,11 +234,11 @@ def test_copy_of_the_shared_spanish_ner_with_one_bad_byte(tmp_path):
 def test_constant_fertility_below_one_with_the_sink_is_refused(fertility):
     with pytest.raises(ValueError, match=rf"fertility={fertility} with csparsemax attention "
                        r"and the <SINK> token.*Use a CONSTANT fertility >= 1"):
-        TranslationTask(vocab_size=20, embed_dim=8, hidden_dim=8, encoder_dim=8,
-                        attention="csparsemax", sink=True, fertility=fertility)
+        Seq2Seq(20, 20, embed_dim=8, hidden_dim=8, attention="csparsemax", sink=True,
+                fertility=fertility)
 
 
 def test_constant_fertility_of_one_or_more_and_unconstrained_attention_are_accepted():
-    small = {"vocab_size": 20, "embed_dim": 8, "hidden_dim": 8, "encoder_dim": 8}
-    TranslationTask(**small, attention="csparsemax", sink=True, fertility=1.0)
-    TranslationTask(**small, attention="softmax", fertility=0.01)  # unused without constraints
+    small = {"src_vocab": 20, "tgt_vocab": 20, "embed_dim": 8, "hidden_dim": 8}
+    Seq2Seq(**small, attention="csparsemax", sink=True, fertility=1.0)
+    Seq2Seq(**small, attention="softmax", fertility=0.01)  # unused without constraints

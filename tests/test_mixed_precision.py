@@ -64,7 +64,7 @@ CASES = {  # name -> (tmp_path, request) -> the arguments of `structattn fit`
     "translation-beam_joint": translation("beam_joint"),
     "translation-characters-segmentation": translation(
         "segmentation", "--config", str(TRANSLATION / "characters.yaml"),
-        "--data.init_args.word_vocab_size", "12", "--model.init_args.target_vocab_size", "12"),
+        "--data.init_args.word_vocab_size", "12"),
     "babi-softmax": lambda tmp_path, _: babi_run(tmp_path, "softmax"),
     "babi-sparsemax": lambda tmp_path, _: babi_run(tmp_path, "sparsemax"),
     "babi-binary_crf": lambda tmp_path, _: babi_run(tmp_path, "binary_crf"),

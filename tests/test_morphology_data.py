@@ -78,8 +78,9 @@ def test_inflection_cli_fit_and_test_with_beam_joint(tmp_path):
     configs = Path(__file__).resolve().parent.parent / "configs" / "morphology"
     args = ["--config", str(configs / "base.yaml"), "--config", str(configs / "nouns.yaml"),
             "--config", str(configs / "rows" / "beam_joint.yaml"),
-            "--data.init_args.data_dir", str(tmp_path / "data"), "--model.init_args.vocab_size",
-            "17", "--model.init_args.joint_k", "2", "--model.init_args.test_joint_k", "1",
+            "--data.init_args.data_dir", str(tmp_path / "data"),
+            "--model.init_args.model.init_args.joint_k", "2",
+            "--model.init_args.test_joint_k", "1",
             "--trainer.max_epochs", "2", "--trainer.default_root_dir", str(tmp_path / "run"),
             "--trainer.enable_progress_bar", "false"]
     cli = build_cli(args, run=False)

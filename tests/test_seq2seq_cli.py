@@ -76,15 +76,17 @@ def test_predict_writes_jsonl(trained, tmp_path):
 def test_incompatible_checkpoint_names_the_hyperparameter(trained, tmp_path):
     last = next(trained.rglob("last.ckpt"))
     run = structattn("test", *tiny("structured", tmp_path), "--ckpt_path", str(last),
-                     "--model.init_args.hidden_dim", "32", cwd=tmp_path)
+                     "--model.init_args.model.init_args.hidden_dim", "32", cwd=tmp_path)
     assert run.returncode != 0
-    assert "hidden_dim: 50 in the checkpoint, 32 now" in run.stderr
+    assert "model.hidden_dim: 50 in the checkpoint, 32 now" in run.stderr
 
 
 def test_unknown_names_list_the_valid_ones(tmp_path):
     for option, valid in [
-        ("--model.init_args.attention=hardmax", "valid: csoftmax, csparsemax, segmentation"),
-        ("--model.init_args.source_attention=tree", "valid: none, simple, structured"),
+        ("--model.init_args.model.init_args.attention=hardmax",
+         "valid: csoftmax, csparsemax, segmentation"),
+        ("--model.init_args.model.init_args.source_attention=tree",
+         "valid: none, simple, structured"),
     ]:
         run = structattn("fit", *tiny("simple", tmp_path), option, "--trainer.max_epochs", "1",
                          cwd=tmp_path)
@@ -133,7 +135,9 @@ def test_ddp_two_processes_match_one(tmp_path):
                     "ddp" if devices == "2" else "auto",
                     "--trainer.logger", "lightning.pytorch.loggers.CSVLogger",
                     "--trainer.logger.save_dir", str(out), "--trainer.callbacks", "[]",
-                    "--model.init_args.optimizer", "adam", "--model.init_args.lr", "0.01")
+                    "--model.init_args.optimizer", "torch.optim.Adam",
+                    "--model.init_args.optimizer.init_args.lr", "0.01",
+                    "--model.init_args.lr_scheduler", "null")
         out.mkdir()
         run = structattn("fit", *args, cwd=out)
         assert run.returncode == 0, run.stderr[-3000:]

@@ -32,7 +32,8 @@ from lit_structattn.tasks import transduction as transduction_task
 
 MISSING = "/nonexistent/structattn-data"  # any attempt to read data would fail here
 
-SEQ2SEQ = ["--model", "lit_structattn.tasks.TransductionTask", "--model.init_args.vocab_size", "28",
+SEQ2SEQ = ["--model", "lit_structattn.tasks.TransductionTask",
+           "--model.init_args.model", "lit_structattn.models.seq2seq.Seq2Seq",
            "--data", "datamodules.tree_transduction.TreeTransductionDataModule"]
 TAGGING = ["--model", "lit_structattn.tasks.TaggingTask",
            "--data", "datamodules.ud_pos.UDPOSDataModule", "--data.init_args.data_dir", MISSING]
@@ -50,23 +51,21 @@ def test_task_arguments_are_the_owners_literals():
     expected = {
         SequenceClassifier: {"score": ScoreName, "transform": TransformName},
         NLITask: {"intra": registry.IntraAttentionName, "inter": registry.InterAttentionName},
-        TransductionTask: {"attention": registry.AttentionName, "score": ScoreName,
-                      "source_attention": seq2seq.SourceAttentionName,
-                      "encoder": seq2seq.EncoderName, "output": seq2seq.OutputName,
-                      "optimizer": transduction_task.OptimizerName,
-                      "metric": transduction_task.MetricName},
+        seq2seq.Seq2Seq: {"attention": registry.AttentionName, "score": ScoreName,
+                          "source_attention": seq2seq.SourceAttentionName,
+                          "encoder": seq2seq.EncoderName, "output": seq2seq.OutputName,
+                          "decoder_init": seq2seq.DecoderInit},
+        TransductionTask: {"model": seq2seq.Seq2Seq, "metric": transduction_task.MetricName},
         TaggingTask: {"attention": registry.EasyFirstAttentionName,
                       "sketch_update": easy_first.UpdateName,
                       "metric": tagging_task.MetricName},
-        TranslationTask: {"attention": registry.AttentionName, "score": ScoreName,
-                          "output": seq2seq.OutputName, "decoder_init": seq2seq.DecoderInit},
+        TranslationTask: {"model": seq2seq.Seq2Seq},
         QATask: {"attention": registry.MemoryAttentionName},
     }
     for task, arguments in expected.items():
         hints = get_type_hints(task.__init__)
         for name, literal in arguments.items():
             assert hints[name] == literal, (task.__name__, name)
-    assert get_args(transduction_task.OptimizerName) == transduction_task.OPTIMIZERS
     assert get_args(transduction_task.MetricName) == transduction_task.METRICS
     assert get_args(tagging_task.MetricName) == tagging_task.METRICS
 
@@ -96,30 +95,29 @@ def run_cli(monkeypatch, capsys):
 
 
 @pytest.mark.parametrize(("base", "key", "choices"), [
-    (SEQ2SEQ, "attention", registry.attention_names()),
-    (SEQ2SEQ, "score", sorted(SCORERS)),
-    (SEQ2SEQ, "encoder", seq2seq.ENCODERS),
-    (SEQ2SEQ, "optimizer", transduction_task.OPTIMIZERS),
+    (SEQ2SEQ, "model.init_args.attention", registry.attention_names()),
+    (SEQ2SEQ, "model.init_args.score", sorted(SCORERS)),
+    (SEQ2SEQ, "model.init_args.encoder", seq2seq.ENCODERS),
+    (SEQ2SEQ, "metric", transduction_task.METRICS),
     (TAGGING, "attention", registry.names("easy_first")),
     (NLI, "intra", registry.names("nli", "intra")),
     (NLI, "inter", registry.names("nli", "inter")),
     (BABI, "attention", registry.names("memory_network")),
     (CLASSIFIER, "score", sorted(SCORERS)),
-], ids=["seq2seq-attention", "seq2seq-score", "seq2seq-encoder", "seq2seq-optimizer",
+], ids=["seq2seq-attention", "seq2seq-score", "seq2seq-encoder", "seq2seq-metric",
         "tagging-attention", "nli-intra", "nli-inter", "babi-attention", "classifier-score"])
 def test_unknown_name_is_refused_before_any_data(run_cli, base, key, choices):
     status, _, err = run_cli("fit", *base, f"--model.init_args.{key}", "hardmax")
     assert status == 2, err
-    assert "Traceback" not in err and "hardmax" in err and key in err
+    assert "Traceback" not in err and "hardmax" in err and key.rpartition(".")[2] in err
     for choice in choices:
         assert choice in err, (choice, err)
     assert len(err.strip().splitlines()) <= 3, err
 
 
 @pytest.mark.parametrize(("task", "options"), [
-    ("TransductionTask", ["--model.attention {" + ",".join(registry.attention_names()) + "}",
-                     "--model.score {" + ",".join(sorted(SCORERS)) + "}",
-                     "--model.encoder {" + ",".join(seq2seq.ENCODERS) + "}"]),
+    ("TransductionTask", ["--model.model MODEL", "--model.optimizer OPTIMIZER",
+                          "--model.lr_scheduler LR_SCHEDULER"]),
     ("TaggingTask", ["--model.attention {" + ",".join(registry.names("easy_first")) + "}"]),
     ("NLITask", ["--model.intra {" + ",".join(registry.names("nli", "intra")) + "}",
                  "--model.inter {" + ",".join(registry.names("nli", "inter")) + "}"]),
@@ -129,4 +127,14 @@ def test_model_help_lists_the_choices(run_cli, task, options):
     status, out, _ = run_cli("fit", "--model.help", f"lit_structattn.tasks.{task}")
     assert status == 0
     for option in options:
+        assert option in out, option
+
+
+def test_seq2seq_model_help_lists_the_choices(run_cli):
+    status, out, _ = run_cli("fit", "--model", "lit_structattn.tasks.TransductionTask",
+                             "--model.model.help", "lit_structattn.models.seq2seq.Seq2Seq")
+    assert status == 0
+    for option in ("--model.attention {" + ",".join(registry.attention_names()) + "}",
+                   "--model.encoder {" + ",".join(seq2seq.ENCODERS) + "}",
+                   "--model.score {" + ",".join(sorted(SCORERS)) + "}"):
         assert option in out, option

@@ -5,19 +5,20 @@ rows, figures, a falling loss and clear errors for mismatched settings."""
 
 from __future__ import annotations
 
-import inspect
 import json
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
 from lit_structattn.figures import AttentionMap, plot_figure
 from lit_structattn.lightning_cli import build_cli
+from lit_structattn.models.seq2seq import Seq2Seq
 from lit_structattn.reproduce import runner
 from lit_structattn.reproduce.tables import TABLES
+from lit_structattn.schedules import DecayFrom
 from lit_structattn.tasks.translation import TranslationTask, repeated_positions
 
 from .logged_metrics import logged
@@ -44,8 +45,9 @@ def tiny(corpus: Path, out: Path, row: str, *extra: str) -> list[str]:
         "--data.init_args.prefixes", "[train, val, test]",
         "--data.init_args.bpe_size", "60", "--data.init_args.batch_size", "32",
         "--model.init_args.predictor_epochs", "1",
-        "--model.init_args.vocab_size", "60", "--model.init_args.embed_dim", "16",
-        "--model.init_args.hidden_dim", "16", "--model.init_args.encoder_dim", "8",
+        "--model.init_args.model.init_args.embed_dim", "16",
+        "--model.init_args.model.init_args.hidden_dim", "16",
+        "--model.init_args.model.init_args.encoder_dim", "8",
         "--model.init_args.test_beam", "3", "--model.init_args.max_decode_len", "30",
         *extra,
     ]
@@ -74,10 +76,10 @@ def test_fit_and_test_report_every_metric(corpus, tmp_path, row):
 
 @pytest.mark.parametrize(("row", "extra"), [
     ("hard", ()),
-    ("beam_joint", ("--model.init_args.joint_k", "3", "--model.init_args.test_joint_k", "1")),
+    ("beam_joint", ("--model.init_args.model.init_args.joint_k", "3",
+                    "--model.init_args.test_joint_k", "1")),
     ("segmentation", ("--config", str(CONFIGS / "characters.yaml"),
-                      "--data.init_args.word_vocab_size", "12",
-                      "--model.init_args.target_vocab_size", "12")),
+                      "--data.init_args.word_vocab_size", "12")),
 ])
 def test_joint_outputs_and_character_sources_fit_and_test(corpus, tmp_path, row, extra):
     """Issue 7's rows through the CLI: hard attention (REINFORCE), beam-joint decoded with
@@ -134,8 +136,8 @@ def test_runner_tests_the_checkpoint_of_another_row(corpus, tmp_path):
 
 
 def test_loss_falls_on_a_tiny_batch(corpus, tmp_path):
-    cli = cli_for(tiny(corpus, tmp_path, "csparsemax_predicted", "--model.init_args.dropout",
-                       "0.0"))
+    cli = cli_for(tiny(corpus, tmp_path, "csparsemax_predicted",
+                       "--model.init_args.model.init_args.dropout", "0.0"))
     cli.datamodule.setup("fit")
     cli.model.give_fertilities(cli.datamodule)  # PREDICTED: the task's predictor gives them
     batch = next(iter(cli.datamodule.train_dataloader()))
@@ -152,22 +154,24 @@ def test_loss_falls_on_a_tiny_batch(corpus, tmp_path):
     assert losses[-1] < 0.5 * losses[0]
 
 
-def test_mismatched_sink_and_vocabulary_are_refused(corpus, tmp_path):
-    cli = cli_for(tiny(corpus, tmp_path, "csparsemax_constant_f2", "--data.init_args.sink",
-                       "false", "--trainer.max_epochs", "1"))
-    with pytest.raises(ValueError, match="model.sink=True but data.sink=False"):
-        cli.trainer.fit(cli.model, datamodule=cli.datamodule)
-    cli = cli_for(tiny(corpus, tmp_path, "softmax", "--model.init_args.vocab_size", "10",
+def test_sizes_and_sink_come_from_the_data(corpus, tmp_path):
+    """The model's vocabulary sizes, joint vocabulary and <SINK> are the data's (linked by
+    the CLI, saved in the model's configuration); a corpus too small for ``bpe_size`` is
+    refused with the size to set."""
+    cli = cli_for(tiny(corpus, tmp_path, "csparsemax_constant_f2"))
+    model, config = cli.model.model, cli.model.hparams["model"]["init_args"]
+    assert model.sink and config["sink"] is True
+    assert (config["src_vocab"], config["tgt_vocab"], config["joint_vocab"]) == (60, 60, True)
+    assert model.encoder.embed.weight is model.tgt_embed.weight  # one joint vocabulary
+    words = cli_for(tiny(corpus, tmp_path, "softmax", "--data.init_args.target_units", "words",
+                         "--data.init_args.word_vocab_size", "12"))
+    assert words.model.hparams["model"]["init_args"]["tgt_vocab"] == 12
+    with pytest.raises(ValueError, match="needs sink=True"):
+        cli_for(tiny(corpus, tmp_path, "csparsemax_constant_f2", "--data.init_args.sink",
+                     "false"))
+    cli = cli_for(tiny(corpus, tmp_path, "softmax", "--data.init_args.bpe_size", "400",
                        "--trainer.max_epochs", "1"))
-    with pytest.raises(ValueError, match="set --model.init_args.vocab_size"):
-        cli.trainer.fit(cli.model, datamodule=cli.datamodule)
-    cli = cli_for(tiny(corpus, tmp_path, "softmax", "--data.init_args.target_units", "words",
-                       "--data.init_args.word_vocab_size", "12", "--trainer.max_epochs", "1"))
-    with pytest.raises(ValueError, match="set --model.init_args.target_vocab_size 12"):
-        cli.trainer.fit(cli.model, datamodule=cli.datamodule)
-    cli = cli_for(tiny(corpus, tmp_path, "softmax", "--model.init_args.target_vocab_size", "12",
-                       "--trainer.max_epochs", "1"))
-    with pytest.raises(ValueError, match="targets are subwords: leave it unset"):
+    with pytest.raises(ValueError, match=r"set --data.init_args.bpe_size \d+"):
         cli.trainer.fit(cli.model, datamodule=cli.datamodule)
 
 
@@ -179,9 +183,11 @@ def test_repeated_output_words_are_highlighted():
     assert [label.get_color() for label in labels] == ["black", "black", "tab:red", "black"]
 
 
-def test_unknown_attention_lists_the_valid_ones():
-    with pytest.raises(ValueError, match="valid:.*csparsemax"):
-        TranslationTask(attention="entmax")
+def test_unknown_attention_lists_the_valid_ones(corpus, tmp_path):
+    with pytest.raises(Exception, match="entmax") as error:
+        cli_for(tiny(corpus, tmp_path, "softmax", "--model.init_args.model.init_args.attention",
+                     "entmax"))
+    assert "csparsemax" in str(error.value)
 
 
 @pytest.mark.slow
@@ -215,8 +221,9 @@ def test_ddp_validation_scores_the_whole_split_once(corpus, tmp_path):
 
 
 def test_learning_rate_decays_from_the_chosen_epoch():
-    task = TranslationTask(vocab_size=20, embed_dim=4, hidden_dim=4, encoder_dim=2, lr=0.01,
-                           lr_decay=0.5, decay_start=2)
+    task = TranslationTask(Seq2Seq(20, 20, embed_dim=4, hidden_dim=4),
+                           optimizer=partial(torch.optim.Adam, lr=0.01),
+                           lr_scheduler=partial(DecayFrom, start=2, factor=0.5))
     config = task.configure_optimizers()
     optimizer, schedule = config["optimizer"], config["lr_scheduler"]
     rates = []
@@ -225,13 +232,5 @@ def test_learning_rate_decays_from_the_chosen_epoch():
         optimizer.step()
         schedule.step()
     assert rates == pytest.approx([0.01, 0.01, 0.005, 0.0025])
-    assert isinstance(TranslationTask(vocab_size=20, embed_dim=4, hidden_dim=4, encoder_dim=2,
-                                      lr_decay=1.0).configure_optimizers(), torch.optim.Adam)
-
-
-def test_defaults_are_the_cpu_budget_model_of_the_base_config():
-    """``TranslationTask()`` builds what ``configs/translation/base.yaml`` configures."""
-    config = yaml.safe_load((CONFIGS / "base.yaml").read_text())["model"]["init_args"]
-    defaults = {name: parameter.default for name, parameter
-                in inspect.signature(TranslationTask).parameters.items()}
-    assert {name: defaults[name] for name in config} == config
+    constant = TranslationTask(Seq2Seq(20, 20, embed_dim=4, hidden_dim=4))
+    assert isinstance(constant.configure_optimizers(), torch.optim.Adam)

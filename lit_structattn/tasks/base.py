@@ -5,6 +5,7 @@ another configuration and for a vocabulary size that does not fit the data."""
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from typing import Any
 
 import lightning as L
@@ -60,8 +61,8 @@ class Task(L.LightningModule):
         )
         if not mismatched:
             return
-        before = checkpoint.get("hyper_parameters", {})
-        now = dict(self.hparams)
+        before = flat_hyperparameters(checkpoint.get("hyper_parameters", {}))
+        now = flat_hyperparameters(self.hparams)
         differing = [
             f"{key}: {before.get(key, '<unset>')!r} in the checkpoint, {now.get(key, '<unset>')!r} "
             "now"
@@ -75,3 +76,18 @@ class Task(L.LightningModule):
             f"{' ...' if len(mismatched) > 5 else ''}. Use the config the checkpoint was "
             "trained with (its hparams.yaml / config.yaml sits beside the checkpoints)."
         )
+
+
+def flat_hyperparameters(hparams: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``hparams`` with the objects a config gives by ``class_path`` / ``init_args`` (the model,
+    the optimizer) spread into dotted keys: ``{"model.hidden_dim": 50, "model": "...Seq2Seq"}``."""
+    flat: dict[str, Any] = {}
+    for key, value in hparams.items():
+        if hasattr(value, "as_dict"):  # a jsonargparse Namespace
+            value = value.as_dict()
+        if isinstance(value, Mapping) and "class_path" in value:
+            flat[prefix + key] = value["class_path"]
+            flat.update(flat_hyperparameters(value.get("init_args") or {}, f"{prefix}{key}."))
+        else:
+            flat[prefix + key] = value
+    return flat

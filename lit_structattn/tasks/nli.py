@@ -26,8 +26,8 @@ class NLITask(Task):
 
     The paper: Adagrad (lr 0.05, initial accumulator 0.1, ``configs/nli/base.yaml``), weights
     from ``N(0, init_std^2)``; clip the gradient norm at 5 with ``trainer.gradient_clip_val``
-    (A.5). A frozen parser (``pretrained_structured``) is left out of the optimizer. Logs ``train/loss``,
-    ``val/loss``, ``val/accuracy`` and ``test/accuracy``.
+    (A.5). A frozen parser (``pretrained_structured``) is left out of the optimizer. Logs
+    ``train/loss``, ``val/loss``, ``val/accuracy`` and ``test/accuracy``.
 
     Args:
         intra: the intra-sentence attention (``registry.FAMILIES["nli"]["intra"]``): ``none``,

@@ -15,8 +15,13 @@ from ...common.checks import check_choice
 from ...common.constants import BOS_ID, EOS_ID
 from ...layers.encoders import run_lstm
 from ...layers.registry import (
-    AttentionName, OutputName, SourceAttentionName, build_attention, check_attention,
+    AttentionName,
+    OutputName,
+    SourceAttentionName,
+    build_attention,
+    check_attention,
 )
+from ...layers.scorers import ScoreName
 from . import search
 from .bounds import step_bounds, with_fertility
 from .joint import SAMPLED_OUTPUTS, JointOutputs
@@ -93,7 +98,7 @@ class Seq2Seq(JointOutputs, nn.Module):
         embed_dim: int = 50,
         hidden_dim: int = 50,
         attention: AttentionName = "softmax",
-        score: str = "general",
+        score: ScoreName = "general",
         input_feed: bool = False,
         num_layers: int = 1,
         dropout: float = 0.0,
