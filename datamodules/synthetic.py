@@ -61,6 +61,16 @@ class NeedleDataModule(SplitDataModule):
             raise ValueError("need vocab_size >= 3 and num_classes >= 2")
         self.save_hyperparameters()
 
+    @property
+    def vocab_size(self) -> int:
+        """Token ids ``0 .. vocab_size - 1`` (0 = padding), for the model (linked by the CLI)."""
+        return self.hparams.vocab_size
+
+    @property
+    def num_classes(self) -> int:
+        """Labels ``0 .. num_classes - 1``, for the model (linked by the CLI)."""
+        return self.hparams.num_classes
+
     def setup(self, stage: str | None = None) -> None:
         h = self.hparams
         args = (h.min_len, h.max_len, h.vocab_size, h.num_classes)

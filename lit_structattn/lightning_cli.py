@@ -24,6 +24,8 @@ DATA_SIZES = (
     ("target_vocab_size", "tgt_vocab"),
     ("shares_vocabulary", "joint_vocab"),
     ("sink", "sink"),
+    ("vocab_size", "vocab_size"),
+    ("num_classes", "num_classes"),
 )
 
 REPRODUCE_HELP = ("Train, test and report the rows of a paper's table over seeds (budgets ci, "

@@ -65,14 +65,15 @@ def test_print_config_and_unknown_transform(tmp_path):
     shown = structattn("fit", "--config", str(CONFIG), "--print_config", cwd=tmp_path)
     assert shown.returncode == 0 and "NeedleDataModule" in shown.stdout
     assert "LightningCLI's args parameter" not in shown.stderr
-    bad = structattn("fit", *small_run(tmp_path), "--model.init_args.transform", "hardmax",
-                     cwd=tmp_path)
+    bad = structattn("fit", *small_run(tmp_path), "--model.init_args.model.init_args.transform",
+                     "hardmax", cwd=tmp_path)
     assert bad.returncode == 2
     assert "valid: csoftmax, csparsemax, sigmoid, softmax, sparsemax" in bad.stderr
     assert "hardmax" in bad.stderr and "Traceback" not in bad.stderr
     assert len(bad.stderr.strip().splitlines()) <= 4, bad.stderr
     for debug in ({"args": ["--debug"]}, {"env": {"STRUCTATTN_DEBUG": "1"}}):
-        shown = structattn("fit", *small_run(tmp_path), "--model.init_args.transform", "hardmax",
+        shown = structattn("fit", *small_run(tmp_path),
+                           "--model.init_args.model.init_args.transform", "hardmax",
                            *debug.get("args", []), cwd=tmp_path, env=debug.get("env"))
         assert shown.returncode != 0 and "Traceback" in shown.stderr, debug
 
@@ -98,5 +99,5 @@ def test_unknown_config_key_lists_the_valid_ones(tmp_path):
                      cwd=tmp_path)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert "Option 'hidden' is not accepted" in bad.stderr
-    assert "valid: vocab_size, num_classes, embed_dim, hidden_dim, score, transform" in bad.stderr
+    assert "valid: model, optimizer, lr_scheduler" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) <= 3, bad.stderr

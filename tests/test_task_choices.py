@@ -19,6 +19,7 @@ from lit_structattn.attention.transforms import TransformName
 from lit_structattn.layers import registry
 from lit_structattn.layers.scorers import SCORERS, ScoreName
 from lit_structattn.models import easy_first, seq2seq
+from lit_structattn.models.pooling import AttentionPoolingClassifier
 from lit_structattn.tasks import (
     NLITask,
     QATask,
@@ -42,14 +43,15 @@ NLI = ["--model", "lit_structattn.tasks.NLITask",
 BABI = ["--model", "lit_structattn.tasks.QATask",
         "--data", "datamodules.babi.BabiDataModule", "--data.init_args.data_dir", MISSING]
 CLASSIFIER = ["--model", "lit_structattn.tasks.SequenceClassifier",
-              "--model.init_args.vocab_size", "20", "--model.init_args.num_classes", "5",
+              "--model.init_args.model", "lit_structattn.models.pooling.AttentionPoolingClassifier",
               "--data", "datamodules.synthetic.NeedleDataModule"]
 
 
 def test_task_arguments_are_the_owners_literals():
     assert get_args(ScoreName) == tuple(sorted(SCORERS))
     expected = {
-        SequenceClassifier: {"score": ScoreName, "transform": TransformName},
+        AttentionPoolingClassifier: {"score": ScoreName, "transform": TransformName},
+        SequenceClassifier: {"model": AttentionPoolingClassifier},
         NLITask: {"intra": registry.IntraAttentionName, "inter": registry.InterAttentionName},
         seq2seq.Seq2Seq: {"attention": registry.AttentionName, "score": ScoreName,
                           "source_attention": seq2seq.SourceAttentionName,
@@ -103,7 +105,7 @@ def run_cli(monkeypatch, capsys):
     (NLI, "intra", registry.names("nli", "intra")),
     (NLI, "inter", registry.names("nli", "inter")),
     (BABI, "attention", registry.names("memory_network")),
-    (CLASSIFIER, "score", sorted(SCORERS)),
+    (CLASSIFIER, "model.init_args.score", sorted(SCORERS)),
 ], ids=["seq2seq-attention", "seq2seq-score", "seq2seq-encoder", "seq2seq-metric",
         "tagging-attention", "nli-intra", "nli-inter", "babi-attention", "classifier-score"])
 def test_unknown_name_is_refused_before_any_data(run_cli, base, key, choices):

@@ -5,9 +5,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from ..attention.transforms import TransformName
 from ..common.masks import lengths_to_mask
 from ..layers.attention import Attention
 from ..layers.encoders import BiLSTMEncoder
+from ..layers.scorers import ScoreName
 
 
 class AttentionPoolingClassifier(nn.Module):
@@ -27,8 +29,8 @@ class AttentionPoolingClassifier(nn.Module):
         num_classes: int,
         embed_dim: int = 32,
         hidden_dim: int = 32,
-        score: str = "general",
-        transform: str = "softmax",
+        score: ScoreName = "general",
+        transform: TransformName = "softmax",
     ) -> None:
         super().__init__()
         self.embed = nn.Embedding(vocab_size, embed_dim, padding_idx=0)

@@ -7,8 +7,6 @@ import torch.nn.functional as F
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torchmetrics.classification import MulticlassAccuracy
 
-from ..attention.transforms import TransformName
-from ..layers.scorers import ScoreName
 from ..models.pooling import AttentionPoolingClassifier
 from .base import Task
 
@@ -18,26 +16,25 @@ class SequenceClassifier(Task):
 
     Batches: ``tokens [B, T]``, ``lengths [B]``, ``labels [B]``. Logs ``train/loss``,
     ``val/loss``, ``val/acc``, ``test/acc`` (accuracy synced across processes by torchmetrics).
+
+    Args:
+        model: the classifier; its ``vocab_size`` and ``num_classes`` come from the data
+            (linked by the CLI from the DataModule's attributes of those names).
+        optimizer, lr_scheduler: see :class:`~.base.Task`.
     """
 
     def __init__(
         self,
-        vocab_size: int,
-        num_classes: int,
-        embed_dim: int = 32,
-        hidden_dim: int = 32,
-        score: ScoreName = "general",
-        transform: TransformName = "softmax",
+        model: AttentionPoolingClassifier,
         optimizer: OptimizerCallable = torch.optim.Adam,
         lr_scheduler: LRSchedulerCallable | None = None,
     ) -> None:
         super().__init__(optimizer, lr_scheduler)
         self.save_hyperparameters()
-        self.model = AttentionPoolingClassifier(
-            vocab_size, num_classes, embed_dim, hidden_dim, score=score, transform=transform
-        )
+        self.model = model
+        classes = model.output.out_features
         self.accuracy = torch.nn.ModuleDict(
-            {split: MulticlassAccuracy(num_classes, average="micro") for split in ("val", "test")}
+            {split: MulticlassAccuracy(classes, average="micro") for split in ("val", "test")}
         )
 
     def forward(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
