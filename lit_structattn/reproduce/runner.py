@@ -1,5 +1,9 @@
 """Runs a table's rows over seeds through LightningCLI, in process, one run after another.
 
+The tables come from ``configs/tables/*.yaml`` (:mod:`.tables`): a run's arguments are the
+row's config files, the row's overlay, the budget's overlay (both as ``--a.b value``
+overrides), then the seed and the run folder.
+
 Each finished run writes ``runs/reproduce/<table>/<budget>/<row>/seed<k>/result.json``; a run
 whose result exists is not repeated, so an interrupted reproduction resumes where it stopped
 (and seeds can be spread over several processes with ``--first-seed``); an interrupted run

@@ -1,0 +1,222 @@
+"""The paper tables of ``configs/tables/*.yaml``: every table loads with existing configs, an
+overlay becomes the CLI overrides the runner passes, shared rows are the same configuration,
+and a bad table file is refused with a message naming the file and the problem."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from lit_structattn.reproduce.tables import (
+    BUDGETS,
+    CONFIGS,
+    TABLE_FILES,
+    TABLES,
+    TableFileError,
+    load_tables,
+    overlay_arguments,
+)
+
+NAMES = {"joint_attention_morph", "sparse_constrained_nmt", "joint_attention_nmt",
+         "segmentation_attention", "tree_transduction", "easy_first_pos", "easy_first_ner",
+         "easy_first_ablation", "easy_first_qe", "babi_qa", "nli"}
+
+
+def test_every_table_loads_from_its_family_file():
+    assert set(TABLES) == NAMES
+    assert load_tables() == TABLES
+    assert {path.stem for path in TABLE_FILES.glob("*.yaml")} == {
+        "morphology", "translation", "tree_transduction", "easy_first", "babi", "nli"}
+    for table in TABLES.values():
+        assert {"ci", "cpu", "paper"} <= set(table.budgets) <= set(BUDGETS), table.name
+        assert table.rows and table.metrics and table.note, table.name
+        metrics = {key for key, _ in table.metrics}
+        assert all(set(row.paper) <= metrics for row in table.rows), table.name
+
+
+def test_every_path_exists():
+    for table in TABLES.values():
+        for row in table.rows:
+            assert row.configs, (table.name, row.name)
+            for config in row.configs:
+                assert config.is_file() and CONFIGS in config.parents, (table.name, row.name)
+
+
+def test_rows_read_from_yaml():
+    """Anchors, merged budgets, notes joined from parts and the bAbI task overlays."""
+    babi = TABLES["babi_qa"]
+    assert len(babi.rows) == 36 and babi.select_by == "val/accuracy"
+    assert babi.rows[0].name == "task 02, MemN2N" and babi.rows[0].group == "MemN2N"
+    assert babi.rows[-1].overrides == ("--data.init_args.task", "19")
+    assert babi.rows[-1].paper == {"test/accuracy": 24.3, "test/fact_accuracy": 7.8}
+    joint = TABLES["joint_attention_nmt"]
+    assert joint.budgets["ci"] == TABLES["sparse_constrained_nmt"].budgets["ci"]
+    assert joint.budgets["cpu"][0] == ("--data.init_args.bpe_size", "2000",
+                                       "--model.init_args.vocab_size", "2000")
+    assert list(joint.budgets) == ["ci", "cpu", "paper"]
+    greedy = next(row for row in joint.rows if row.name == "soft, greedy")
+    assert greedy.overrides == ("--model.init_args.test_beam", "1") and greedy.test_of == "soft"
+    assert "fetched here). Here the joint BPE" in joint.note  # parts joined with one space
+    assert TABLES["segmentation_attention"].scale == 1.0 and TABLES["nli"].scale == 100.0
+
+
+def test_overlay_becomes_cli_overrides_in_document_order():
+    overlay = {"trainer": {"max_epochs": 13, "fast_dev_run": False},
+               "model": {"init_args": {"init_std": 0.01, "vectors": None, "name": "full"}},
+               "seed_everything": 3}
+    assert overlay_arguments(overlay) == (
+        "--trainer.max_epochs", "13", "--trainer.fast_dev_run", "false",
+        "--model.init_args.init_std", "0.01", "--model.init_args.vectors", "null",
+        "--model.init_args.name", "full", "--seed_everything", "3")
+    assert overlay_arguments(yaml.safe_load("data: {init_args: {protocol: full}}")) == (
+        "--data.init_args.protocol", "full")
+    assert overlay_arguments({}) == ()
+    with pytest.raises(TableFileError, match="trainer.devices is a list"):
+        overlay_arguments({"trainer": {"devices": [0, 1]}})
+
+
+def test_shared_rows_are_the_same_configuration():
+    shared = [(table, row) for table in TABLES.values() for row in table.rows if row.same_run_as]
+    assert shared
+    for table, row in shared:
+        other_table = TABLES[row.same_run_as[0]]
+        other = next(r for r in other_table.rows if r.name == row.same_run_as[1])
+        assert (row.configs, row.overrides, row.test_of) == (
+            other.configs, other.overrides, other.test_of)
+        assert ({b: o for b, (o, _) in table.budgets.items()}
+                == {b: o for b, (o, _) in other_table.budgets.items()})
+
+
+def valid_table() -> dict:
+    """A table that loads: two rows of the tree transduction configs, the second testing the
+    first."""
+    configs = ["tree_transduction/base.yaml", "tree_transduction/simple.yaml"]
+    return {
+        "title": "T", "note": ["first part.", "second part."],
+        "metrics": [{"key": "test/ltf_d2", "label": "depth 2"}],
+        "budgets": {"ci": {"describe": "smoke", "overlay": {"trainer": {"max_epochs": 1}}},
+                    "cpu": {"describe": "as committed"}},
+        "rows": [{"name": "a", "configs": configs, "paper": {"test/ltf_d2": 50}},
+                 {"name": "b", "configs": configs, "test_of": "a",
+                  "overlay": {"model": {"init_args": {"test_beam": 1}}}}],
+    }
+
+
+def write(folder, name: str, tables: dict) -> None:
+    (folder / name).write_text(yaml.safe_dump({"tables": tables}, sort_keys=False))
+
+
+def test_valid_table_file_loads(tmp_path):
+    write(tmp_path, "mine.yaml", {"mine": valid_table()})
+    (table,) = load_tables(tmp_path).values()
+    assert table.note == "first part. second part." and table.scale == 100.0
+    assert table.rows[0].paper == {"test/ltf_d2": 50.0}
+    assert table.rows[1].overrides == ("--model.init_args.test_beam", "1")
+    assert table.budgets == {"ci": (("--trainer.max_epochs", "1"), "smoke"),
+                             "cpu": ((), "as committed")}
+
+
+def _set(path: tuple, value):
+    """A change of ``valid_table()``: the entry at ``path`` set to ``value``."""
+    def change(spec: dict) -> None:
+        *parents, last = path
+        for key in parents:
+            spec = spec[key]
+        spec[last] = value
+    return change
+
+
+def _drop(path: tuple):
+    def change(spec: dict) -> None:
+        *parents, last = path
+        for key in parents:
+            spec = spec[key]
+        del spec[last]
+    return change
+
+
+@pytest.mark.parametrize("change, message", [
+    (_set(("titel",), "T"), "table 'mine': unknown key(s) 'titel'; valid keys: budgets, claim, "
+                            "metrics, note, rows, scale, select_by, title"),
+    (_set(("rows", 0, "overlays"), {}), "table 'mine', row 'a': unknown key(s) 'overlays'; "
+                                        "valid keys: configs, group, name, overlay, paper"),
+    (_drop(("title",)), "table 'mine': missing key(s) 'title'"),
+    (_drop(("rows", 1, "configs")), "table 'mine', row 'b': missing key(s) 'configs'"),
+    (_drop(("rows", 1, "name")), "table 'mine', row 2: missing key(s) 'name'"),
+    (_set(("budgets", "ci", "describ"), "x"), "table 'mine', budgets, ci: unknown key(s) "
+                                              "'describ'; valid keys: describe, overlay"),
+    (_set(("rows", 0, "configs", 1), "tree_transduction/nowhere.yaml"),
+     "table 'mine', row 'a', configs: config 'tree_transduction/nowhere.yaml' does not exist"),
+    (_set(("budgets", "gpu"), {"describe": "x"}),
+     "table 'mine', budgets: unknown budget 'gpu'; budgets: ci, demo, cpu, paper"),
+    (_set(("rows", 1, "test_of"), "c"),
+     "table 'mine', row 'b': test_of 'c' names no row of the table; rows: a, b"),
+    (_set(("rows", 1, "name"), "a"), "table 'mine': two rows are named 'a'"),
+    (_set(("rows", 0, "same_run_as"), ["mine", "z"]),
+     "table 'mine', row 'a': same_run_as ['mine', 'z'] names no row of the tables (mine)"),
+    (_set(("rows", 0, "same_run_as"), "mine"),
+     "table 'mine', row 'a', same_run_as: expected [table, row], got 'mine'"),
+    (_set(("rows", 0, "paper"), {"test/bleu": 30.0}),
+     "table 'mine', row 'a': paper numbers for ['test/bleu'], which are not metrics"),
+    (_set(("rows", 0, "overlay"), {"trainer": {"devices": [0, 1]}}),
+     "table 'mine', row 'a', overlay: trainer.devices is a list"),
+    (_set(("claim",), {"better": "a", "worse": "c", "metrics": ["test/ltf_d2"]}),
+     "table 'mine', claim: 'a' and 'c' must be rows of the table"),
+    (_set(("claim",), {"better": "a", "worse": "b", "metrics": ["test/ltf_d9"]}),
+     "table 'mine', claim: metrics ['test/ltf_d9'] must be metrics of the table"),
+    (_set(("rows",), {"name": "a"}), "table 'mine', rows: expected a list, got"),
+    (_set(("note",), ["part", 3]), "table 'mine', note: expected a string, got 3"),
+])
+def test_bad_table_file_is_refused_naming_file_and_problem(tmp_path, change, message):
+    spec = valid_table()
+    change(spec)
+    write(tmp_path, "mine.yaml", {"mine": spec})
+    with pytest.raises(TableFileError) as error:
+        load_tables(tmp_path)
+    assert str(error.value).startswith(str(tmp_path / "mine.yaml") + ": ")
+    assert message in str(error.value)
+
+
+def test_bad_file_level_is_refused(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("tables: {}\nshared: {}\nextra: 1\n")
+    with pytest.raises(TableFileError, match=r"bad\.yaml: unknown key\(s\) 'extra'; valid keys: "
+                                             "shared, tables"):
+        load_tables(tmp_path)
+    bad.write_text("tables: [unclosed\n")
+    with pytest.raises(TableFileError, match=r"bad\.yaml: not valid YAML"):
+        load_tables(tmp_path)
+    bad.write_text("")
+    with pytest.raises(TableFileError, match=r"bad\.yaml: expected a mapping, got None"):
+        load_tables(tmp_path)
+
+
+def test_a_table_defined_twice_is_refused(tmp_path):
+    write(tmp_path, "a.yaml", {"mine": valid_table()})
+    write(tmp_path, "b.yaml", {"mine": valid_table()})
+    with pytest.raises(TableFileError, match=r"b\.yaml: table 'mine' is also defined in .*a\.yaml"):
+        load_tables(tmp_path)
+
+
+def test_anchors_and_merged_budgets(tmp_path):
+    (tmp_path / "anchors.yaml").write_text("""
+shared:
+  note: &note Shared part.
+  budgets: &budgets
+    ci: {describe: smoke, overlay: {trainer: {max_epochs: 1}}}
+    cpu: {describe: as committed}
+tables:
+  mine:
+    title: T
+    note: [*note, Own part.]
+    metrics: [{key: test/ltf_d2, label: depth 2}]
+    budgets:
+      <<: *budgets
+      cpu: {describe: fewer epochs, overlay: {trainer: {max_epochs: 3}}}
+    rows:
+      - {name: a, configs: [tree_transduction/base.yaml]}
+""")
+    table = load_tables(tmp_path)["mine"]
+    assert table.note == "Shared part. Own part."
+    assert table.budgets == {"ci": (("--trainer.max_epochs", "1"), "smoke"),
+                             "cpu": (("--trainer.max_epochs", "3"), "fewer epochs")}
