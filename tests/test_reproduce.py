@@ -230,3 +230,20 @@ def test_the_verdict_is_computed_from_every_seed():
                 "simple": [*held["simple"], cut]}
     assert verdict(table, with_cut) == verdict(table, held)
     assert verdict(TABLES["nli"], held) is None
+
+
+def test_every_row_parses_at_every_budget(monkeypatch):
+    """Every row's config stack with its overrides and each budget's overlay is a valid
+    ``structattn fit`` configuration (parsed, nothing built: the run itself is the slow part)."""
+    from lit_structattn import lightning_cli
+    from lit_structattn.reproduce.tables import TABLES
+
+    monkeypatch.setattr(lightning_cli.StructAttnCLI, "instantiate_classes", lambda self: None)
+    stacks = {
+        (*(a for config in row.configs for a in ("--config", str(config))), *row.overrides,
+         *overrides)
+        for table in TABLES.values() for row in table.rows
+        for overrides, _ in table.budgets.values()
+    }
+    for args in sorted(stacks):
+        lightning_cli.build_cli(list(args), run=False)

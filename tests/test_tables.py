@@ -51,8 +51,7 @@ def test_rows_read_from_yaml():
     assert babi.rows[-1].paper == {"test/accuracy": 24.3, "test/fact_accuracy": 7.8}
     joint = TABLES["joint_attention_nmt"]
     assert joint.budgets["ci"] == TABLES["sparse_constrained_nmt"].budgets["ci"]
-    assert joint.budgets["cpu"][0] == ("--data.init_args.bpe_size", "2000",
-                                       "--model.init_args.vocab_size", "2000")
+    assert joint.budgets["cpu"][0] == ("--data.init_args.bpe_size", "2000")
     assert list(joint.budgets) == ["ci", "cpu", "paper"]
     greedy = next(row for row in joint.rows if row.name == "soft, greedy")
     assert greedy.overrides == ("--model.init_args.test_beam", "1") and greedy.test_of == "soft"
