@@ -546,23 +546,23 @@ class TranslationDataModule(SplitDataModule):
         """The raw target sentences of ``split`` (dataset order)."""
         return [tgt for _, tgt in self.datasets[split].pairs]
 
-    # The sizes the model takes from the data (the CLI links them into the model's arguments
-    # when it instantiates the classes, before any setup): as configured; the task checks them
-    # against the trained subword model in its setup.
+    # The sizes the model takes from the data (the CLI links each into the model's argument of
+    # the same name when it instantiates the classes, before any setup): as configured; the
+    # task checks them against the trained subword model in its setup.
 
     @property
-    def source_vocab_size(self) -> int:
+    def src_vocab(self) -> int:
         """The joint subword vocabulary's size, ``bpe_size``."""
         return self.hparams.bpe_size
 
     @property
-    def target_vocab_size(self) -> int:
+    def tgt_vocab(self) -> int:
         """``word_vocab_size`` for word targets, else the joint subwords' ``bpe_size``."""
         h = self.hparams
         return h.word_vocab_size if h.target_units == "words" else h.bpe_size
 
     @property
-    def shares_vocabulary(self) -> bool:
+    def joint_vocab(self) -> bool:
         """Whether source and target ids index one vocabulary (subword targets)."""
         return self.hparams.target_units == "subwords"
 

@@ -86,21 +86,21 @@ class Vocabulary:
 
 class SharedVocabularySizes:
     """The sizes a sequence-to-sequence model takes from a DataModule whose sources and
-    targets share one ``vocab`` (the CLI links them into the model's arguments when it
-    instantiates the classes): a DataModule that builds ``vocab`` in ``setup`` is set up when
-    they are asked for."""
+    targets share one ``vocab`` (the CLI links each into the model's argument of the same name
+    when it instantiates the classes): a DataModule that builds ``vocab`` in ``setup`` is set
+    up when they are asked for."""
 
-    shares_vocabulary = True
+    joint_vocab = True
 
     @property
-    def source_vocab_size(self) -> int:
+    def src_vocab(self) -> int:
         if self.vocab is None:
             self.setup("fit")
         return len(self.vocab)
 
     @property
-    def target_vocab_size(self) -> int:
-        return self.source_vocab_size
+    def tgt_vocab(self) -> int:
+        return self.src_vocab
 
 
 def content_ids(ids: Iterable[int] | torch.Tensor, eos_id: int | None,

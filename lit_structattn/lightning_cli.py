@@ -16,16 +16,14 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from .checkpoints import AtomicCheckpointIO, resolve_checkpoint
 from .interruption import ResumableFit
 
-#: What a task's ``model`` takes from the data: (DataModule attribute, the model's argument). The
-#: CLI links each when it instantiates the classes (the DataModule first), for a DataModule that
-#: has the attribute; the values are saved with the model's configuration in its checkpoints.
+#: The arguments of a task's ``model`` that come from the data. A DataModule with an attribute
+#: of that name gives the value: the CLI links ``data.<name>`` to ``model.init_args.model.
+#: init_args.<name>`` when it instantiates the classes (the DataModule first), and the value is
+#: saved with the model's configuration in its checkpoints. One name, one meaning, in every
+#: family that takes it.
 DATA_SIZES = (
-    ("source_vocab_size", "src_vocab"),
-    ("target_vocab_size", "tgt_vocab"),
-    ("shares_vocabulary", "joint_vocab"),
-    ("sink", "sink"),
-    ("vocab_size", "vocab_size"),
-    ("num_classes", "num_classes"),
+    "src_vocab", "tgt_vocab", "joint_vocab", "sink",  # encoder-decoders
+    "vocab_size", "num_classes",  # the attention-pooling classifier
 )
 
 REPRODUCE_HELP = ("Train, test and report the rows of a paper's table over seeds (budgets ci, "
@@ -82,9 +80,8 @@ class StructAttnCLI(LightningCLI):
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         """Link the sizes a task's model takes from the data (:data:`DATA_SIZES`)."""
-        for attribute, argument in DATA_SIZES:
-            parser.link_arguments(f"data.{attribute}",
-                                  f"model.init_args.model.init_args.{argument}",
+        for name in DATA_SIZES:
+            parser.link_arguments(f"data.{name}", f"model.init_args.model.init_args.{name}",
                                   apply_on="instantiate")
 
     def parse_arguments(self, parser: LightningArgumentParser, args) -> None:

@@ -35,7 +35,7 @@ class TransductionTask(Task):
 
     Args:
         model: the encoder-decoder; its vocabulary sizes come from the data (linked by the
-            CLI from the DataModule's ``source_vocab_size`` / ``target_vocab_size``).
+            CLI from the DataModule's ``src_vocab`` / ``tgt_vocab``).
         optimizer, lr_scheduler: see :class:`~.base.Task` (the paper: SGD lr 1, halved every
             epoch after epoch 9, ``configs/tree_transduction/base.yaml``).
         max_decode_len: decoding stops after this many tokens.

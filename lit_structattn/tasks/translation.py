@@ -64,9 +64,9 @@ class TranslationTask(Task):
     Args:
         model: the encoder-decoder (:class:`~lit_structattn.models.seq2seq.Seq2Seq`, BiLSTM
             encoder). Its vocabulary sizes and ``sink`` come from the data (linked by the CLI
-            from the DataModule's ``source_vocab_size``, ``target_vocab_size``,
-            ``shares_vocabulary`` and ``sink``); batches with a ``fertility`` tensor (GUIDED /
-            PREDICTED) override its constant ``fertility``.
+            from the DataModule's ``src_vocab``, ``tgt_vocab``, ``joint_vocab`` and ``sink``);
+            batches with a ``fertility`` tensor (GUIDED / PREDICTED) override its constant
+            ``fertility``.
         optimizer, lr_scheduler: see :class:`~.base.Task` (the configurations: Adam 2e-3
             halved after every epoch from the 5th on).
         predictor_epochs: training epochs of the fertility predictor when the data's
