@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from bench.timing import (
-    config_model_args,
+    config_task,
     markdown_table,
     optimizer_of,
     training_step_times,
@@ -31,10 +31,9 @@ from bench.timing import (
 from datamodules.babi import BabiDataModule
 from lit_structattn.allocator import steady_allocator
 from lit_structattn.layers import registry
-from lit_structattn.tasks.qa import PAPER_HOPS, QATask
 
 REPORT = Path(__file__).resolve().parent.parent / "reports" / "bench_babi.md"
-TASKS = (16, 2)
+TASKS = {16: 3, 2: 2}  # task -> K, Kim et al. (2017) Table 4
 LABELS = {"softmax": "MemN2N", "sparsemax": "MemN2N sparsemax", "unary_crf": "Unary CRF",
           "binary_crf": "Binary CRF"}
 ATTENTIONS = registry.names("memory_network")  # every attention the memory network takes
@@ -42,16 +41,16 @@ ATTENTIONS = registry.names("memory_network")  # every attention the memory netw
 
 def step_times(task: int, steps: int) -> dict[str, list[float]]:
     """Seconds per training step of the memory network with every attention of
-    :data:`ATTENTIONS` on ``steps`` training batches of ``task``."""
+    :data:`ATTENTIONS` (the rows of configs/babi/rows/) on ``steps`` training batches of
+    ``task``."""
     data = BabiDataModule(task=task, batch_size=32)
     data.setup("fit")
     batches = list(itertools.islice(itertools.cycle(data.train_dataloader()), steps))
     tasks = {}
     for name in ATTENTIONS:
         torch.manual_seed(0)
-        tasks[name] = QATask(**config_model_args("babi/base.yaml", attention=name,
-                                                 vocab_size=len(data.vocab),
-                                                 hops=PAPER_HOPS[task]))
+        tasks[name] = config_task(["babi/base.yaml", f"babi/rows/{name}.yaml"],
+                                  "--data.init_args.task", str(task), hops=TASKS[task])
 
     def loss_of(model):
         def loss(batch):
@@ -79,7 +78,7 @@ def main() -> None:
             median = statistics.median(times[name])
             if name == "binary_crf":
                 binary.append(f"task {task}: {median / base:.2f}x")
-            rows.append((f"task {task} (K = {PAPER_HOPS[task]})", LABELS[name],
+            rows.append((f"task {task} (K = {TASKS[task]})", LABELS[name],
                          f"{1000 * median:.2f}", f"{median / base:.2f}x"))
     body = "\n\n".join([
         __doc__.split("\n\n")[1].replace("\n", " "),

@@ -181,6 +181,21 @@ class BabiDataModule(SplitDataModule):
         self.vocab: Vocabulary | None = None
         self.datasets: dict[str, QuestionDataset] = {}
 
+    # What the memory network takes from the data (the CLI links each into the model's
+    # argument of the same name when it instantiates the classes).
+
+    @property
+    def vocab_size(self) -> int:
+        """The size of the vocabulary of the training questions (read when asked for)."""
+        if self.vocab is None:
+            self.setup("fit")
+        return len(self.vocab)
+
+    @property
+    def memory_size(self) -> int:
+        """The most statements a question's memory holds."""
+        return self.hparams.memory_size
+
     def folder(self) -> Path:
         data_dir = self.hparams.data_dir
         return Path(data_dir).expanduser() if data_dir else data_root() / "babi_v1.2_en"

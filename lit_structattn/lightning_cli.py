@@ -24,6 +24,7 @@ from .interruption import ResumableFit
 DATA_SIZES = (
     "src_vocab", "tgt_vocab", "joint_vocab", "sink",  # encoder-decoders
     "vocab_size", "num_classes",  # the attention-pooling classifier
+    "memory_size",  # the memory networks (with vocab_size)
 )
 
 REPRODUCE_HELP = ("Train, test and report the rows of a paper's table over seeds (budgets ci, "

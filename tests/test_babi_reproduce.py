@@ -21,7 +21,11 @@ def test_babi_table_rows_and_paper_numbers():
     assert len(table.rows) == 36 and table.select_by == "val/accuracy"
     row = next(r for r in table.rows if r.name == "task 16, Binary CRF")
     assert row.paper == {"test/accuracy": 97.9, "test/fact_accuracy": 85.6}
-    assert row.overrides == ("--data.init_args.task", "16") and row.group == "Binary CRF"
+    assert row.overrides == ("--data.init_args.task", "16",
+                             "--model.init_args.model.init_args.hops", "3")
+    assert row.group == "Binary CRF"
+    task2 = next(r for r in table.rows if r.name == "task 02, Unary CRF")
+    assert task2.overrides == ("--data.init_args.task", "2")  # K = 2, the base config's
     task7 = next(r for r in table.rows if r.name == "task 07, MemN2N")
     assert "test/fact_accuracy" not in task7.paper
 

@@ -19,6 +19,12 @@ from lit_structattn.attention.transforms import TransformName
 from lit_structattn.layers import registry
 from lit_structattn.layers.scorers import SCORERS, ScoreName
 from lit_structattn.models import easy_first, seq2seq
+from lit_structattn.models.memory_network import (
+    HOP_TRANSFORMS,
+    HopTransformName,
+    MemN2N,
+    MemoryNetwork,
+)
 from lit_structattn.models.pooling import AttentionPoolingClassifier
 from lit_structattn.tasks import (
     NLITask,
@@ -41,6 +47,7 @@ TAGGING = ["--model", "lit_structattn.tasks.TaggingTask",
 NLI = ["--model", "lit_structattn.tasks.NLITask",
        "--data", "datamodules.nli.NLIDataModule", "--data.init_args.data_dir", MISSING]
 BABI = ["--model", "lit_structattn.tasks.QATask",
+        "--model.init_args.model", "lit_structattn.models.memory_network.MemN2N",
         "--data", "datamodules.babi.BabiDataModule", "--data.init_args.data_dir", MISSING]
 CLASSIFIER = ["--model", "lit_structattn.tasks.SequenceClassifier",
               "--model.init_args.model", "lit_structattn.models.pooling.AttentionPoolingClassifier",
@@ -62,7 +69,8 @@ def test_task_arguments_are_the_owners_literals():
                       "sketch_update": easy_first.UpdateName,
                       "metric": tagging_task.MetricName},
         TranslationTask: {"model": seq2seq.Seq2Seq},
-        QATask: {"attention": registry.MemoryAttentionName},
+        MemN2N: {"transform": HopTransformName},
+        QATask: {"model": MemoryNetwork},
     }
     for task, arguments in expected.items():
         hints = get_type_hints(task.__init__)
@@ -104,7 +112,7 @@ def run_cli(monkeypatch, capsys):
     (TAGGING, "attention", registry.names("easy_first")),
     (NLI, "intra", registry.names("nli", "intra")),
     (NLI, "inter", registry.names("nli", "inter")),
-    (BABI, "attention", registry.names("memory_network")),
+    (BABI, "model.init_args.transform", HOP_TRANSFORMS),
     (CLASSIFIER, "model.init_args.score", sorted(SCORERS)),
 ], ids=["seq2seq-attention", "seq2seq-score", "seq2seq-encoder", "seq2seq-metric",
         "tagging-attention", "nli-intra", "nli-inter", "babi-attention", "classifier-score"])
@@ -123,7 +131,7 @@ def test_unknown_name_is_refused_before_any_data(run_cli, base, key, choices):
     ("TaggingTask", ["--model.attention {" + ",".join(registry.names("easy_first")) + "}"]),
     ("NLITask", ["--model.intra {" + ",".join(registry.names("nli", "intra")) + "}",
                  "--model.inter {" + ",".join(registry.names("nli", "inter")) + "}"]),
-    ("QATask", ["--model.attention {" + ",".join(registry.names("memory_network")) + "}"]),
+    ("QATask", ["--model.model MODEL"]),
 ])
 def test_model_help_lists_the_choices(run_cli, task, options):
     status, out, _ = run_cli("fit", "--model.help", f"lit_structattn.tasks.{task}")

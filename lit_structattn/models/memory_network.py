@@ -11,7 +11,8 @@
 The model family takes its attention by name from the registry
 (:data:`~lit_structattn.layers.registry.FAMILIES` ``["memory_network"]``: ``softmax``,
 ``sparsemax``, ``unary_crf``, ``binary_crf``); :func:`build_memory_model` builds the model of a
-name.
+name. A config names the class and its argument instead (``configs/babi/rows/``: ``MemN2N``
+with ``transform: softmax | sparsemax``, ``ChainCRFMemory`` with ``binary: false | true``).
 
 Shared by all of them (A.4): bag-of-words sentence embeddings with position encoding (see
 :func:`position_encoding`), temporal encoding (a learned vector per memory age, the
@@ -33,6 +34,7 @@ Inputs (word id 0 = padding)::
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -47,6 +49,7 @@ from ..layers.chain_over_facts import FORBIDDEN, ChainAttention
 #: are the chains over facts (:class:`ChainCRFMemory`).
 HOP_TRANSFORMS = tuple(name for name in registry.names("memory_network")
                        if name in registry.TRANSFORM_NAMES)
+HopTransformName = Literal[HOP_TRANSFORMS]  # the names as the type of the constructor argument
 
 
 @dataclass
@@ -102,6 +105,10 @@ class _MemoryEmbeddings(nn.Module):
         self.register_buffer("linear_start_on", torch.tensor(False))
 
     @property
+    def vocab_size(self) -> int:
+        return self.words.shape[0]
+
+    @property
     def linear_start(self) -> bool:
         """Whether the model runs in its linear-start mode (saved in checkpoints)."""
         return bool(self.linear_start_on)
@@ -139,7 +146,21 @@ class _MemoryEmbeddings(nn.Module):
         return state @ self.words[:, self.hops].T
 
 
-class MemN2N(nn.Module):
+class MemoryNetwork(nn.Module):
+    """What the memory networks share: the tied embeddings (``embeddings``, built from
+    ``vocab_size``, ``hops`` K, ``embed_dim`` D, ``memory_size``, ``temporal_noise`` and
+    ``init_std``) and ``forward(story, story_lengths, sentence_lengths, query, query_lengths)
+    -> MemoryOutput`` (shapes in the module docstring)."""
+
+    def __init__(self, vocab_size: int, hops: int = 3, embed_dim: int = 20,
+                 memory_size: int = 25, temporal_noise: float = 0.1,
+                 init_std: float = 0.1) -> None:
+        super().__init__()
+        self.embeddings = _MemoryEmbeddings(vocab_size, hops, embed_dim, memory_size,
+                                            temporal_noise, init_std)
+
+
+class MemN2N(MemoryNetwork):
     """End-to-end memory network, K hops (A.4).
 
     Hop k attends over the facts with ``transform(x_i^k . q^k)`` over the real facts (padded
@@ -158,12 +179,10 @@ class MemN2N(nn.Module):
 
     def __init__(self, vocab_size: int, hops: int = 3, embed_dim: int = 20,
                  memory_size: int = 25, temporal_noise: float = 0.1,
-                 init_std: float = 0.1, transform: str = "softmax") -> None:
-        super().__init__()
+                 init_std: float = 0.1, transform: HopTransformName = "softmax") -> None:
+        super().__init__(vocab_size, hops, embed_dim, memory_size, temporal_noise, init_std)
         self.transform = get_transform(check_choice("memory network hop transform", transform,
                                                     HOP_TRANSFORMS))
-        self.embeddings = _MemoryEmbeddings(vocab_size, hops, embed_dim, memory_size,
-                                            temporal_noise, init_std)
 
     def forward(self, story: Tensor, story_lengths: Tensor, sentence_lengths: Tensor,
                 query: Tensor, query_lengths: Tensor) -> MemoryOutput:
@@ -186,7 +205,7 @@ class MemN2N(nn.Module):
         return MemoryOutput(emb.answer_logits(state), attention, fact_sequence)
 
 
-class ChainCRFMemory(nn.Module):
+class ChainCRFMemory(MemoryNetwork):
     """The unary (``binary=False``) or binary CRF model of A.4.
 
     Step k scores fact i by ``theta_k(i) = x_i^k . q^k`` with ``q^{k+1} = Q q^k``. The unary
@@ -229,12 +248,10 @@ class ChainCRFMemory(nn.Module):
     def __init__(self, vocab_size: int, hops: int = 3, embed_dim: int = 20,
                  memory_size: int = 25, temporal_noise: float = 0.1, init_std: float = 0.1,
                  binary: bool = True) -> None:
-        super().__init__()
         if binary and hops < 2:
             raise ValueError("the binary CRF model needs hops >= 2 (pairwise potentials link "
                              "consecutive steps)")
-        self.embeddings = _MemoryEmbeddings(vocab_size, hops, embed_dim, memory_size,
-                                            temporal_noise, init_std)
+        super().__init__(vocab_size, hops, embed_dim, memory_size, temporal_noise, init_std)
         self.query_map = nn.Parameter(torch.randn(embed_dim, embed_dim) * init_std)  # Q
         self.binary = binary
         self.chain = ChainAttention(forbid_repeat=binary)
@@ -303,7 +320,7 @@ def _log_normalize(scores: Tensor, allowed: Tensor) -> Tensor:
 
 
 def build_memory_model(attention: registry.MemoryAttentionName, vocab_size: int,
-                       **kwargs) -> nn.Module:
+                       **kwargs) -> MemoryNetwork:
     """The memory network attending with ``attention`` (a name of
     ``registry.FAMILIES["memory_network"]["attention"]``; ``ValueError`` listing them
     otherwise): :class:`MemN2N` for a transform per hop (``softmax``, ``sparsemax``),
