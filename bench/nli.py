@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from bench.timing import (
-    config_model_args,
+    config_task,
     markdown_table,
     optimizer_of,
     training_step_times,
@@ -29,7 +29,6 @@ from bench.timing import (
 )
 from datamodules.nli import NLIDataModule
 from lit_structattn.allocator import steady_allocator
-from lit_structattn.tasks.nli import NLITask
 
 REPORT = Path(__file__).resolve().parent.parent / "reports" / "bench_nli.md"
 CANDIDATES = ("simple", "structured", "none")
@@ -41,10 +40,10 @@ def step_times(steps: int) -> dict[str, list[float]]:
     data.setup("fit")
     loader = iter(data.train_dataloader())
     batches = [next(loader) for _ in range(steps)]
-    tasks = {intra: NLITask(**config_model_args("nli/base.yaml", intra=intra))
+    tasks = {intra: config_task(["nli/base.yaml", "nli/snli.yaml"], intra=intra)
              for intra in CANDIDATES}
     for task in tasks.values():
-        task.build_for(data)
+        task.prepare_for(data)
     models = {intra: task.model for intra, task in tasks.items()}
 
     def loss_of(model):

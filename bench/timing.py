@@ -12,15 +12,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
-import yaml
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
-
-
-def config_model_args(config: str, **overrides: object) -> dict[str, object]:
-    """The ``model.init_args`` of ``configs/<config>`` (a LightningCLI YAML file), updated
-    with ``overrides``."""
-    return {**yaml.safe_load((CONFIGS / config).read_text())["model"]["init_args"], **overrides}
 
 
 def config_task(configs: Sequence[str], *args: str, **model: object):

@@ -289,6 +289,25 @@ class NLIDataModule(SplitDataModule):
                                 f"pass data_dir=<a folder with {files}>")
         return pairs_from_hub(rows, h.lowercase)
 
+    # What the model takes from the data (the CLI links each into the model's argument of the
+    # same name when it instantiates the classes).
+
+    @property
+    def vocab_size(self) -> int:
+        """The size of the vocabulary (read from the splits when asked for)."""
+        if self.vocab is None:
+            self.setup("fit")
+        return len(self.vocab)
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.labels)
+
+    @property
+    def vector_dim(self) -> int | None:
+        """The size of the fixed input vectors, None without a vectors file."""
+        return self.hparams.vector_dim if self.hparams.vectors else None
+
     def setup(self, stage: str | None = None) -> None:
         """Read the splits, build the vocabulary (and the vectors); once."""
         if self.datasets:

@@ -25,6 +25,7 @@ DATA_SIZES = (
     "src_vocab", "tgt_vocab", "joint_vocab", "sink",  # encoder-decoders
     "vocab_size", "num_classes",  # the attention-pooling classifier
     "memory_size",  # the memory networks (with vocab_size)
+    "vector_dim",  # decomposable attention (with vocab_size, num_classes)
 )
 
 REPRODUCE_HELP = ("Train, test and report the rows of a paper's table over seeds (budgets ci, "

@@ -236,8 +236,10 @@ CASES: dict[str, Case] = {
     "nli_structured": Case(
         ("nli/base.yaml", "nli/snli.yaml", "nli/rows/structured.yaml"),
         ("--data.init_args.data_dir", DATA, "--data.init_args.batch_size", "8",
-         "--model.init_args.embed_dim", "8", "--model.init_args.hidden_dim", "8",
-         "--model.init_args.parser_embed_dim", "6", "--model.init_args.parser_dim", "4",
+         "--model.init_args.model.init_args.embed_dim", "8",
+         "--model.init_args.model.init_args.hidden_dim", "8",
+         "--model.init_args.model.init_args.parser_embed_dim", "6",
+         "--model.init_args.model.init_args.parser_dim", "4",
          "--trainer.limit_val_batches", "2"),
         write_snli),
 }

@@ -64,12 +64,10 @@ def memory_network_loss(role: str, name: str) -> tuple[torch.nn.Module, torch.Te
 def nli_loss(role: str, name: str) -> tuple[torch.nn.Module, torch.Tensor]:
     options = {"intra": "none", "inter": "softmax"}
     options[role] = name
-    supervised = {}
-    if options["intra"] in SUPERVISED:
-        supervised = {"parser": DependencyParser(12, embed_dim=8, hidden_dim=8),
-                      "parser_ids": torch.arange(12)}
     model = DecomposableAttention(12, embed_dim=8, hidden_dim=8, parser_embed_dim=8,
-                                  parser_dim=8, dropout=0.0, **supervised, **options)
+                                  parser_dim=8, dropout=0.0, **options)
+    if options["intra"] in SUPERVISED:
+        model.attach_parser(DependencyParser(12, embed_dim=8, hidden_dim=8), torch.arange(12))
     hypothesis_lengths = torch.tensor([2, 4])
     output = model(tokens(12), LENGTHS, tokens(12, hypothesis_lengths), hypothesis_lengths)
     return model, torch.nn.functional.cross_entropy(output.logits, torch.tensor([0, 2]))

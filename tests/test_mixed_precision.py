@@ -72,7 +72,8 @@ CASES = {  # name -> (tmp_path, request) -> the arguments of `structattn fit`
                                                   "--data.init_args.batch_size", "8"),
     "nli-csparsemax-inter": lambda tmp_path, _: nli_run(tmp_path, "none",
                                                         "--data.init_args.batch_size", "8",
-                                                        "--model.init_args.inter", "csparsemax"),
+                                                        "--model.init_args.model.init_args.inter",
+                                                        "csparsemax"),
 }
 TAGGING_ROWS = ("bilstm", "bilstm_crf", "nef_f_csoftmax", "nef_crf_f_5")
 

@@ -14,6 +14,7 @@ import torch
 
 from lit_structattn import parser_training
 from lit_structattn.lightning_cli import build_cli
+from lit_structattn.models.decomposable import DecomposableAttention
 from lit_structattn.models.parser import DependencyParser
 from lit_structattn.parser_training import parser_path
 from lit_structattn.reproduce.tables import TABLES
@@ -34,8 +35,10 @@ def tiny(tmp_path: Path, row: str, *extra: str) -> list[str]:
         "--trainer.default_root_dir", str(tmp_path / "run"), "--trainer.max_epochs", "1",
         "--trainer.enable_progress_bar", "false",
         "--data.init_args.data_dir", str(snli_folder(tmp_path / "snli")),
-        "--model.init_args.embed_dim", "8", "--model.init_args.hidden_dim", "8",
-        "--model.init_args.parser_embed_dim", "6", "--model.init_args.parser_dim", "4", *extra,
+        "--model.init_args.model.init_args.embed_dim", "8",
+        "--model.init_args.model.init_args.hidden_dim", "8",
+        "--model.init_args.model.init_args.parser_embed_dim", "6",
+        "--model.init_args.model.init_args.parser_dim", "4", *extra,
     ]
 
 
@@ -53,6 +56,13 @@ def test_fit_then_test_structured(tmp_path):
     tested = cli.trainer.test(cli.model, datamodule=cli.datamodule, ckpt_path="best",
                               verbose=False)
     assert 0 <= tested[0]["test/accuracy"] <= 1
+    config = cli.model.hparams["model"]["init_args"]  # the data's sizes, saved
+    assert (config["vocab_size"], config["num_classes"]) == (len(cli.datamodule.vocab), 3)
+    loaded = NLITask.load_from_checkpoint(cli.trainer.checkpoint_callback.best_model_path,
+                                          map_location="cpu")  # no data needed
+    batch = next(iter(cli.datamodule.test_dataloader()))
+    cli.model.eval()
+    assert torch.equal(loaded.eval()(batch).logits.argmax(-1), cli.model(batch).logits.argmax(-1))
 
 
 def test_nli_table_rows_and_configs():
@@ -93,6 +103,12 @@ def test_supervised_rows_reuse_the_cached_parser(tmp_path, monkeypatch):
     assert cli.model.report_notes["supervised parser"].endswith("UAS dev 50.0 / test 25.0")
     trained = model.parser.embedding.weight
     assert not torch.equal(trained, parser.embedding.weight)  # trained on with the NLI model
+    checkpoint = tmp_path / "supervised.ckpt"
+    cli.trainer.save_checkpoint(checkpoint)
+    monkeypatch.setenv("STRUCTATTN_CACHE", str(tmp_path / "empty"))  # no cache, no data:
+    loaded = NLITask.load_from_checkpoint(checkpoint, map_location="cpu")
+    assert torch.equal(loaded.model.parser_ids, model.parser_ids)
+    assert torch.equal(loaded.model.parser.embedding.weight, trained)
 
 
 def test_the_parser_is_trained_in_prepare_data_before_the_model_is_built(tmp_path, monkeypatch):
@@ -128,7 +144,9 @@ def test_building_the_model_never_trains_the_parser(tmp_path, monkeypatch):
     monkeypatch.setenv("STRUCTATTN_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(parser_training, "train_parser",
                         lambda *a, **k: pytest.fail("the model build trained a parser"))
-    task = NLITask(intra="hard_parent", parser_epochs=5, parser_embed_dim=6, parser_dim=4)
+    model = DecomposableAttention(10, embed_dim=4, hidden_dim=4, intra="hard_parent",
+                                  parser_embed_dim=6, parser_dim=4)
+    task = NLITask(model, parser_epochs=5)
     with pytest.raises(FileNotFoundError, match="prepare_data"):
-        task.build_for(SimpleNamespace())
+        task.prepare_for(SimpleNamespace(vectors=None))
     assert not parser_path(5, 6, 4, 0).exists()

@@ -25,12 +25,11 @@ INTER = registry.names("nli", "inter")
 
 def build(intra: str, dim: int = 8, dropout: float = 0.0, **kwargs) -> DecomposableAttention:
     torch.manual_seed(0)
-    supervised = {}
+    model = DecomposableAttention(VOCAB, 3, dim, dim, intra, dropout, parser_embed_dim=6,
+                                  parser_dim=5, init_std=None, **kwargs)
     if intra in SUPERVISED:
-        supervised = {"parser": DependencyParser(VOCAB, 6, 5, bounded=False),
-                      "parser_ids": torch.arange(VOCAB)}
-    return DecomposableAttention(VOCAB, 3, dim, dim, intra, dropout, parser_embed_dim=6,
-                                 parser_dim=5, init_std=None, **supervised, **kwargs)
+        model.attach_parser(DependencyParser(VOCAB, 6, 5, bounded=False), torch.arange(VOCAB))
+    return model
 
 
 def pairs() -> tuple[torch.Tensor, ...]:
@@ -134,8 +133,27 @@ def test_variants_need_their_parser():
         DecomposableAttention(VOCAB, intra="soft")
     with pytest.raises(ValueError, match="unknown nli inter 'hardmax'; valid: csoftmax"):
         DecomposableAttention(VOCAB, inter="hardmax")
-    with pytest.raises(ValueError, match="give parser and parser_ids"):
-        DecomposableAttention(VOCAB, intra="hard_parent")
+    premise, premise_lengths, hypothesis, hypothesis_lengths = pairs()
+    with pytest.raises(RuntimeError, match="needs its supervised parser: attach_parser"):
+        DecomposableAttention(VOCAB, intra="hard_parent")(premise, premise_lengths, hypothesis,
+                                                          hypothesis_lengths)
+    with pytest.raises(ValueError, match="no supervised parser to attach"):
+        DecomposableAttention(VOCAB, intra="structured").attach_parser(
+            DependencyParser(VOCAB), torch.arange(VOCAB))
+
+
+def test_fixed_vectors_are_given_after_construction():
+    vectors = torch.randn(VOCAB, 5)
+    model = DecomposableAttention(VOCAB, embed_dim=8, hidden_dim=8, intra="simple",
+                                  parser_embed_dim=5, vector_dim=5)
+    assert not model.embedding.weight.requires_grad and not model.embedding.weight.any()
+    model.load_vectors(vectors)
+    assert torch.equal(model.embedding.weight, vectors)
+    assert torch.equal(model.parser.embedding.weight[1:], vectors[1:])  # starts from them
+    parser = model.parser.embedding.weight
+    assert parser[0].abs().sum() == 0 and parser.requires_grad
+    with pytest.raises(ValueError, match="set vector_dim"):
+        DecomposableAttention(VOCAB).load_vectors(vectors)
 
 
 @pytest.mark.parametrize("inter", INTER)

@@ -19,6 +19,7 @@ from lit_structattn.attention.transforms import TransformName
 from lit_structattn.layers import registry
 from lit_structattn.layers.scorers import SCORERS, ScoreName
 from lit_structattn.models import easy_first, seq2seq
+from lit_structattn.models.decomposable import DecomposableAttention
 from lit_structattn.models.memory_network import (
     HOP_TRANSFORMS,
     HopTransformName,
@@ -45,6 +46,7 @@ SEQ2SEQ = ["--model", "lit_structattn.tasks.TransductionTask",
 TAGGING = ["--model", "lit_structattn.tasks.TaggingTask",
            "--data", "datamodules.ud_pos.UDPOSDataModule", "--data.init_args.data_dir", MISSING]
 NLI = ["--model", "lit_structattn.tasks.NLITask",
+       "--model.init_args.model", "lit_structattn.models.decomposable.DecomposableAttention",
        "--data", "datamodules.nli.NLIDataModule", "--data.init_args.data_dir", MISSING]
 BABI = ["--model", "lit_structattn.tasks.QATask",
         "--model.init_args.model", "lit_structattn.models.memory_network.MemN2N",
@@ -59,7 +61,9 @@ def test_task_arguments_are_the_owners_literals():
     expected = {
         AttentionPoolingClassifier: {"score": ScoreName, "transform": TransformName},
         SequenceClassifier: {"model": AttentionPoolingClassifier},
-        NLITask: {"intra": registry.IntraAttentionName, "inter": registry.InterAttentionName},
+        DecomposableAttention: {"intra": registry.IntraAttentionName,
+                                "inter": registry.InterAttentionName},
+        NLITask: {"model": DecomposableAttention},
         seq2seq.Seq2Seq: {"attention": registry.AttentionName, "score": ScoreName,
                           "source_attention": seq2seq.SourceAttentionName,
                           "encoder": seq2seq.EncoderName, "output": seq2seq.OutputName,
@@ -110,8 +114,8 @@ def run_cli(monkeypatch, capsys):
     (SEQ2SEQ, "model.init_args.encoder", seq2seq.ENCODERS),
     (SEQ2SEQ, "metric", transduction_task.METRICS),
     (TAGGING, "attention", registry.names("easy_first")),
-    (NLI, "intra", registry.names("nli", "intra")),
-    (NLI, "inter", registry.names("nli", "inter")),
+    (NLI, "model.init_args.intra", registry.names("nli", "intra")),
+    (NLI, "model.init_args.inter", registry.names("nli", "inter")),
     (BABI, "model.init_args.transform", HOP_TRANSFORMS),
     (CLASSIFIER, "model.init_args.score", sorted(SCORERS)),
 ], ids=["seq2seq-attention", "seq2seq-score", "seq2seq-encoder", "seq2seq-metric",
@@ -129,8 +133,7 @@ def test_unknown_name_is_refused_before_any_data(run_cli, base, key, choices):
     ("TransductionTask", ["--model.model MODEL", "--model.optimizer OPTIMIZER",
                           "--model.lr_scheduler LR_SCHEDULER"]),
     ("TaggingTask", ["--model.attention {" + ",".join(registry.names("easy_first")) + "}"]),
-    ("NLITask", ["--model.intra {" + ",".join(registry.names("nli", "intra")) + "}",
-                 "--model.inter {" + ",".join(registry.names("nli", "inter")) + "}"]),
+    ("NLITask", ["--model.model MODEL", "--model.parser_epochs PARSER_EPOCHS"]),
     ("QATask", ["--model.model MODEL"]),
 ])
 def test_model_help_lists_the_choices(run_cli, task, options):

@@ -41,7 +41,8 @@ from ..common.masks import lengths_to_mask
 from ..layers import registry
 from .parser import DependencyParser
 
-#: The intra-sentence attentions that need a supervised parser (``parser`` and ``parser_ids``).
+#: The intra-sentence attentions that need a supervised parser (:meth:`DecomposableAttention.
+#: attach_parser`).
 SUPERVISED = ("hard_parent", "pretrained_structured")
 #: The constrained inter-sentence transforms bound every position at ``INTER_BOUND / length``.
 INTER_BOUND = 2.0
@@ -74,19 +75,17 @@ class DecomposableAttention(nn.Module):
     Args:
         vocab_size: word ids ``0 .. vocab_size - 1`` (0 = padding).
         num_classes: labels.
-        embed_dim: word vector size (ignored when ``vectors`` is given).
+        embed_dim: trained word vector size (ignored with ``vector_dim``).
         hidden_dim: size of the projection and of every MLP layer (paper: 300).
         intra: the intra-sentence attention, a name of ``registry.FAMILIES["nli"]["intra"]``
             (see the module docstring).
         dropout: before every MLP layer (paper: 0.2).
-        vectors: fixed input vectors ``[vocab_size, D]`` (e.g. unit-norm GloVe), or None for
-            trained embeddings.
+        vector_dim: the size of fixed input vectors (e.g. unit-norm GloVe) given by
+            :meth:`load_vectors`; None: trained embeddings of ``embed_dim``.
         parser_embed_dim, parser_dim: the parsing layer's word vectors and BiLSTM size per
-            direction (paper: 300, 100), for ``simple`` / ``structured``.
-        parser: the supervised parser, required by :data:`SUPERVISED` variants (its own
-            vocabulary and sizes are kept).
-        parser_ids: ``[vocab_size]`` long, the parser-vocabulary id of every word id (with
-            ``parser``).
+            direction (paper: 300, 100), for ``simple`` / ``structured``, and the sizes of the
+            supervised parser that :data:`SUPERVISED` variants attach
+            (:meth:`attach_parser`) before they run.
         init_std: every trained weight starts from ``N(0, init_std^2)`` (paper: 0.01); None
             keeps PyTorch's default initialization. Trained word embeddings start from
             ``N(0, 1)`` either way, like the paper's out-of-vocabulary vectors.
@@ -113,26 +112,23 @@ class DecomposableAttention(nn.Module):
         hidden_dim: int = 300,
         intra: registry.IntraAttentionName = "none",
         dropout: float = 0.2,
-        vectors: Tensor | None = None,
+        vector_dim: int | None = None,
         parser_embed_dim: int = 100,
         parser_dim: int = 100,
-        parser: DependencyParser | None = None,
-        parser_ids: Tensor | None = None,
         init_std: float | None = 0.01,
         inter: registry.InterAttentionName = "softmax",
     ) -> None:
         super().__init__()
         registry.check_attention("nli", "intra", intra)
         self.inter = get_transform(registry.check_attention("nli", "inter", inter))
-        if (intra in SUPERVISED) != (parser is not None) or (parser is None) != (
-                parser_ids is None):
-            raise ValueError(f"intra={intra!r}: give parser and parser_ids exactly for "
-                             f"{' and '.join(SUPERVISED)}")
         self.intra = intra
-        if vectors is None:
+        self.parser_embed_dim, self.parser_dim = parser_embed_dim, parser_dim
+        if vector_dim is None:
             self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=0)
-        else:
-            self.embedding = nn.Embedding.from_pretrained(vectors, freeze=True, padding_idx=0)
+        else:  # fixed vectors, given by load_vectors (no random draw for them here)
+            self.embedding = nn.Embedding(vocab_size, vector_dim, padding_idx=0,
+                                          _weight=torch.zeros(vocab_size, vector_dim),
+                                          _freeze=True)
         self.project = nn.Linear(self.embedding.embedding_dim, hidden_dim)
         features = hidden_dim if intra == "none" else 2 * hidden_dim
         self.root = nn.Parameter(torch.zeros(hidden_dim)) if intra != "none" else None
@@ -143,16 +139,10 @@ class DecomposableAttention(nn.Module):
         self.compare = mlp(2 * features, hidden_dim, dropout)
         self.aggregate = mlp(2 * hidden_dim, hidden_dim, dropout)
         self.out = nn.Linear(hidden_dim, num_classes)
-        self._initialize(init_std, vectors)
-        if parser is not None:
-            self.parser = parser
-            self.register_buffer("parser_ids", parser_ids, persistent=False)
-            if intra == "hard_parent":
-                self.parser.requires_grad_(False)
-        else:
-            self.parser_ids = None
+        self._initialize(init_std)
+        self.register_buffer("parser_ids", None)  # [vocab_size], with a supervised parser
 
-    def _initialize(self, std: float | None, vectors: Tensor | None) -> None:
+    def _initialize(self, std: float | None) -> None:
         embeddings = [self.embedding] + ([self.parser.embedding] if self.parser else [])
         with torch.no_grad():
             for name, parameter in self.named_parameters():
@@ -161,11 +151,35 @@ class DecomposableAttention(nn.Module):
                     parameter.normal_(0.0, std)
             for embedding in embeddings:
                 if embedding.weight.requires_grad:
-                    if vectors is not None and vectors.shape == embedding.weight.shape:
-                        embedding.weight.copy_(vectors)
-                    else:
-                        embedding.weight.normal_()
+                    embedding.weight.normal_()
                     embedding.weight[0] = 0
+
+    def load_vectors(self, vectors: Tensor) -> None:
+        """Give the fixed input vectors ``[vocab_size, vector_dim]``; a trained parsing layer
+        whose word vectors have their size starts from them too."""
+        fixed = self.embedding.weight
+        if fixed.requires_grad or vectors.shape != fixed.shape:
+            expected = "trained embeddings" if fixed.requires_grad else tuple(fixed.shape)
+            raise ValueError(f"vectors of shape {tuple(vectors.shape)} for a model with "
+                             f"{expected}: set vector_dim to their size")
+        with torch.no_grad():
+            self.embedding.weight.copy_(vectors)
+            parser = self.parser.embedding.weight if self.parser is not None else None
+            if parser is not None and parser.requires_grad and parser.shape == vectors.shape:
+                parser.copy_(vectors)
+                parser[0] = 0
+
+    def attach_parser(self, parser: DependencyParser, parser_ids: Tensor) -> None:
+        """Attach the supervised parser of a :data:`SUPERVISED` variant (its own vocabulary
+        and sizes, ``parser_embed_dim`` and ``parser_dim``) and ``parser_ids [vocab_size]``
+        (long), the parser-vocabulary id of every word id; both are saved with the model.
+        ``hard_parent`` keeps the parser fixed, ``pretrained_structured`` trains it on."""
+        if self.intra not in SUPERVISED:
+            raise ValueError(f"intra={self.intra!r} has no supervised parser to attach")
+        self.parser = parser
+        self.parser_ids = parser_ids
+        if self.intra == "hard_parent":
+            self.parser.requires_grad_(False)
 
     def parser_word_ids(self, words: Tensor) -> Tensor:
         """``words [B, N]`` as ids of the parsing layer's vocabulary (the same ids unless a
@@ -176,8 +190,11 @@ class DecomposableAttention(nn.Module):
         """``(x^ [B, N, F], p(k -> i) [B, N+1, N+1] or None)`` for ``words [B, N]`` with
         ``lengths [B]``; ``F`` is ``hidden_dim``, doubled with a parent."""
         x = self.project(self.embedding(words))  # [B, N, H]
-        if self.parser is None:
+        if self.intra == "none":
             return x, None
+        if self.parser is None:
+            raise RuntimeError(f"intra={self.intra!r} needs its supervised parser: "
+                               "attach_parser first")
         ids = self.parser_word_ids(words)
         if self.intra == "hard_parent":
             size = words.shape[1] + 1

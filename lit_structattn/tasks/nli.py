@@ -11,108 +11,114 @@ from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torchmetrics.classification import MulticlassAccuracy
 
 from ..figures import AttentionMap
-from ..layers import registry
 from ..models.decomposable import SUPERVISED, DecomposableAttention, DecomposableOutput
+from ..models.parser import DependencyParser
 from .base import Task
 
 
 class NLITask(Task):
     """Trains :class:`~lit_structattn.models.decomposable.DecomposableAttention` on the batches
     of :class:`datamodules.nli.NLIDataModule` (``premise``, ``hypothesis``, their lengths,
-    ``labels``). The model is built in :meth:`configure_model` from the data's vocabulary and
-    pretrained vectors (if any); the supervised parser of ``hard_parent`` /
-    ``pretrained_structured`` is trained in :meth:`prepare_data` (once, on local rank 0, cached)
-    and only read from the cache when the model is built.
+    ``labels``).
+
+    The model comes configured; its ``vocab_size``, ``num_classes`` and ``vector_dim`` come from
+    the data (linked by the CLI, saved with the checkpoint). Before fitting, the task gives it
+    the data's fixed vectors (if any) and, for ``hard_parent`` / ``pretrained_structured``, the
+    supervised parser, trained in :meth:`prepare_data` (once, on local rank 0, cached) and only
+    read from the cache in :meth:`configure_model`. A checkpoint records the parser's vocabulary
+    size, so ``load_from_checkpoint`` rebuilds every variant without data or cache.
 
     The paper: Adagrad (lr 0.05, initial accumulator 0.1, ``configs/nli/base.yaml``), weights
     from ``N(0, init_std^2)``; clip the gradient norm at 5 with ``trainer.gradient_clip_val``
-    (A.5). A frozen parser (``pretrained_structured``) is left out of the optimizer. Logs
-    ``train/loss``, ``val/loss``, ``val/accuracy`` and ``test/accuracy``.
+    (A.5). A frozen parser (``hard_parent``) is left out of the optimizer. Logs ``train/loss``,
+    ``val/loss``, ``val/accuracy`` and ``test/accuracy``.
 
     Args:
-        intra: the intra-sentence attention (``registry.FAMILIES["nli"]["intra"]``): ``none``,
-            ``simple``, ``structured``, ``hard_parent`` or ``pretrained_structured``.
-        inter: the inter-sentence transform (``registry.FAMILIES["nli"]["inter"]``):
-            ``softmax`` (the paper's), ``sparsemax``, ``csoftmax``, ``csparsemax`` or
-            ``sigmoid``; the constrained ones with the bounds of
-            :class:`~lit_structattn.models.decomposable.DecomposableAttention`.
+        model: the decomposable attention model: ``intra`` (``none``, ``simple``,
+            ``structured``, ``hard_parent`` or ``pretrained_structured``), ``inter`` (any
+            transform) and its sizes.
         parser_epochs: for ``hard_parent`` / ``pretrained_structured``, the epochs of the
-            supervised parser on UD English-EWT (trained once by :meth:`prepare_data` and
-            cached, see :mod:`lit_structattn.parser_training`); its sizes are
-            ``parser_embed_dim`` and ``parser_dim``.
+            supervised parser on UD English-EWT (see :mod:`lit_structattn.parser_training`);
+            its sizes are the model's ``parser_embed_dim`` and ``parser_dim``.
         parser_seed: the seed of that parser's training.
         optimizer, lr_scheduler: see :class:`~.base.Task`.
-        Others: see :class:`~lit_structattn.models.decomposable.DecomposableAttention`.
     """
 
     def __init__(
         self,
-        intra: registry.IntraAttentionName = "none",
-        inter: registry.InterAttentionName = "softmax",
-        embed_dim: int = 300,
-        hidden_dim: int = 300,
-        dropout: float = 0.2,
-        parser_embed_dim: int = 100,
-        parser_dim: int = 100,
+        model: DecomposableAttention,
         parser_epochs: int = 1,
         parser_seed: int = 0,
-        init_std: float | None = 0.01,
         optimizer: OptimizerCallable = torch.optim.Adagrad,
         lr_scheduler: LRSchedulerCallable | None = None,
     ) -> None:
         super().__init__(optimizer, lr_scheduler)
-        registry.check_attention("nli", "intra", intra)
-        registry.check_attention("nli", "inter", inter)
         self.save_hyperparameters()
-        self.model: DecomposableAttention | None = None
-        self.accuracy = torch.nn.ModuleDict()
+        self.model = model
+        classes = model.out.out_features
+        self.accuracy = torch.nn.ModuleDict(
+            {split: MulticlassAccuracy(classes, average="micro") for split in ("val", "test")})
         self.report_notes: dict[str, str] = {}
+
+    def _parser_settings(self) -> tuple[int, int, int, int]:
+        """The cache key of the supervised parser: epochs, sizes, seed."""
+        return (self.hparams.parser_epochs, self.model.parser_embed_dim, self.model.parser_dim,
+                self.hparams.parser_seed)
 
     def prepare_data(self) -> None:
         """Train the supervised parser of ``hard_parent`` / ``pretrained_structured`` unless the
         cache has it (nothing for the other variants). Lightning runs this once per node, on
         local rank 0, before ``setup`` and :meth:`configure_model`, while the other processes
         wait; the cache file is named by the hyper-parameters alone
-        (:func:`~lit_structattn.parser_training.parser_path`), so no data or model is needed
-        here."""
-        h = self.hparams
-        if h.intra in SUPERVISED:
+        (:func:`~lit_structattn.parser_training.parser_path`), so no data is needed here."""
+        if self.model.intra in SUPERVISED:
             from ..parser_training import prepare_parser
 
-            prepare_parser(h.parser_epochs, h.parser_embed_dim, h.parser_dim, h.parser_seed,
-                           log=self.print)
+            prepare_parser(*self._parser_settings(), log=self.print)
 
     def configure_model(self) -> None:
-        """Build the model for the vocabulary (and vectors) of ``trainer.datamodule``; a
-        supervised parser is read from the cache that :meth:`prepare_data` filled (never
-        trained here)."""
-        if self.model is None:
-            self.build_for(self.trainer.datamodule)
+        """Give the model what the set-up ``trainer.datamodule`` brings (:meth:`prepare_for`);
+        nothing without a trainer (``load_from_checkpoint``: :meth:`on_load_checkpoint`)."""
+        if self._trainer is not None:
+            self.prepare_for(self.trainer.datamodule)
 
-    def build_for(self, data) -> None:
-        """Build the model for the vocabulary, labels and vectors of ``data`` (a set-up
-        :class:`~datamodules.nli.NLIDataModule`); ``FileNotFoundError`` if a supervised parser
-        is needed and not cached (see :meth:`prepare_data`)."""
-        h = self.hparams
-        parser = parser_ids = None
-        if h.intra in SUPERVISED:
-            from ..parser_training import build_parser, cached_parser
+    def prepare_for(self, data) -> None:
+        """Give the model the fixed vectors of ``data`` (a set-up
+        :class:`~datamodules.nli.NLIDataModule`), if it has any, and the cached supervised
+        parser that its intra-sentence attention needs (``FileNotFoundError`` if it is not
+        cached, see :meth:`prepare_data`); neither again once the model has them (trained
+        further, or from a checkpoint)."""
+        model = self.model
+        if data.vectors is not None and not model.embedding.weight.any():  # not given yet
+            model.load_vectors(data.vectors)
+        if model.intra not in SUPERVISED or model.parser is not None:
+            return
+        from ..parser_training import build_parser, cached_parser
 
-            record = cached_parser(h.parser_epochs, h.parser_embed_dim, h.parser_dim,
-                                   h.parser_seed)
-            parser, parser_vocab = build_parser(record)
-            parser_ids = torch.tensor([parser_vocab.id(w.lower()) for w in data.vocab.tokens])
-            uas = record["uas"]
-            self.report_notes["supervised parser"] = (
-                f"{h.parser_epochs} epoch(s) on UD English-EWT train, UAS dev "
-                f"{100 * uas['dev']:.1f} / test {100 * uas['test']:.1f}")
-        self.model = DecomposableAttention(
-            len(data.vocab), len(data.labels), h.embed_dim, h.hidden_dim, h.intra, h.dropout,
-            vectors=data.vectors, parser_embed_dim=h.parser_embed_dim, parser_dim=h.parser_dim,
-            parser=parser, parser_ids=parser_ids, init_std=h.init_std, inter=h.inter)
-        self.accuracy = torch.nn.ModuleDict(
-            {split: MulticlassAccuracy(len(data.labels), average="micro")
-             for split in ("val", "test")})
+        record = cached_parser(*self._parser_settings())
+        parser, parser_vocab = build_parser(record)
+        model.attach_parser(parser, torch.tensor([parser_vocab.id(w.lower())
+                                                  for w in data.vocab.tokens]))
+        uas = record["uas"]
+        self.report_notes["supervised parser"] = (
+            f"{self.hparams.parser_epochs} epoch(s) on UD English-EWT train, UAS dev "
+            f"{100 * uas['dev']:.1f} / test {100 * uas['test']:.1f}")
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        if self.model.parser_ids is not None:  # a supervised parser: its vocabulary's size
+            checkpoint["supervised_parser_vocab"] = self.model.parser.embedding.num_embeddings
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        """Without a trainer (``load_from_checkpoint``), attach a supervised parser of the
+        saved size for the checkpoint's weights to fill."""
+        size = checkpoint.get("supervised_parser_vocab")
+        model = self.model
+        if size is not None and model.parser is None:
+            parser = DependencyParser(size, model.parser_embed_dim, model.parser_dim,
+                                      bounded=False)
+            model.attach_parser(parser, torch.zeros(model.embedding.num_embeddings,
+                                                    dtype=torch.long))
+        super().on_load_checkpoint(checkpoint)
 
     def forward(self, batch: dict[str, torch.Tensor]) -> DecomposableOutput:
         return self.model(batch["premise"], batch["premise_lengths"], batch["hypothesis"],
