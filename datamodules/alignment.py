@@ -4,6 +4,7 @@ GUIDED and PREDICTED fertilities and of the DROP score (Malaviya et al. 2018 use
 :func:`align` aligns a list of tokenized sentence pairs in one run and returns, per pair, the
 set of ``(source index, target index)`` links of the source-to-target direction. To align test
 pairs as well as possible, align them together with the training corpus (as the authors did).
+:func:`cached_links` keeps the links of a corpus in a file, computed once.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+
+from .files import atomic_path
 
 Links = set[tuple[int, int]]
 
@@ -42,3 +45,16 @@ def align(
         pairs_of_line = (item.split("-") for item in line.split())
         links.append({(int(i), int(j)) for i, j in pairs_of_line})
     return links
+
+
+def cached_links(path: Path, pairs: Sequence[tuple[Sequence[str], Sequence[str]]],
+                 iterations: int | None = None) -> list[Links]:
+    """:func:`align` of ``pairs``, kept in ``path`` (one line of ``i-j`` links per pair):
+    computed and written (whole, never half) when the file is missing, read otherwise."""
+    if not path.is_file():
+        links = align(pairs, iterations)
+        with atomic_path(path) as partial:
+            partial.write_text("".join(" ".join(f"{i}-{j}" for i, j in sorted(sentence)) + "\n"
+                                       for sentence in links))
+    lines = path.read_text().split("\n")[: len(pairs)]
+    return [{tuple(map(int, link.split("-"))) for link in line.split()} for line in lines]

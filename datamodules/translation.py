@@ -1,7 +1,8 @@
-"""Parallel corpora for the encoder-decoder (Malaviya et al. 2018): Moses tokenization
-(sacremoses), one joint BPE model for both languages (sentencepiece, trained once per corpus
-and cached), length filtering of the training pairs, length-bucketed batches and detokenized
-output for evaluation.
+"""Parallel corpora for the encoder-decoder (Malaviya et al. 2018): reading line-aligned files,
+length filtering of the training pairs, GUIDED fertilities, length-bucketed batches and
+detokenized output for evaluation. The tokenization and the joint BPE model (trained once per
+corpus and cached) are :mod:`datamodules.subwords`; eflomal's links and their cache
+:mod:`datamodules.alignment`.
 
 Files: ``{prefix}.{lang}`` or ``{prefix}.{lang}.gz`` per split, line-aligned (line i of the
 source file translates line i of the target file), e.g. Multi30k's ``train.de.gz`` /
@@ -33,162 +34,27 @@ key: the model applies its constant.
 
 from __future__ import annotations
 
-import hashlib
-import io
-import tempfile
-from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 from torch.utils.data import DataLoader
 
 from lit_structattn.common.checks import check_choice
-from lit_structattn.common.constants import BOS_ID, EOS_ID, PAD_ID, SEQUENCE_SPECIALS, UNK
+from lit_structattn.common.constants import BOS_ID, EOS_ID
 
-from .alignment import Links, align
+from .alignment import Links, cached_links
 from .batching import EncodedItems, seq2seq_batch
 from .fertility import guided_fertility_table, lookup_fertilities
-from .files import MalformedLine, atomic_path, cache_root, data_root, open_text, require_records
+from .files import MalformedLine, cache_root, data_root, open_text, require_records
 from .hub import load_hub_dataset
 from .splits import SplitDataModule
-from .vocabulary import Vocabulary, content_ids
+from .subwords import SINK_ID, Subwords, TargetWords, cached_subwords
 
-# The sentencepiece model's ids: the sequence specials in their declared order, then <sink>.
-UNK_ID = SEQUENCE_SPECIALS.index(UNK)
-SINK_ID = len(SEQUENCE_SPECIALS)  # <sink>: a user-defined piece
 SPLITS = ("train", "val", "test")
 FERTILITIES = ("constant", "guided", "predicted")
 SOURCE_UNITS = ("subwords", "characters")
 TARGET_UNITS = ("subwords", "words")
-
-
-class Subwords:
-    """Moses tokenization + a joint sentencepiece BPE model (ids: 0 pad, 1 <bos>, 2 <eos>,
-    3 <unk>, 4 <sink>), for two languages.
-
-    Args:
-        model_file: a trained sentencepiece model (see :meth:`train`).
-        src_lang, tgt_lang: language codes for the Moses tokenizer and detokenizer.
-    """
-
-    def __init__(self, model_file: str | Path, src_lang: str, tgt_lang: str) -> None:
-        import sentencepiece
-        from sacremoses import MosesDetokenizer, MosesTokenizer
-
-        self.model_file = Path(model_file)
-        self.src_lang, self.tgt_lang = src_lang, tgt_lang
-        self.processor = sentencepiece.SentencePieceProcessor(model_file=str(model_file))
-        self._tokenizers = {lang: MosesTokenizer(lang=lang) for lang in (src_lang, tgt_lang)}
-        self._detokenizers = {lang: MosesDetokenizer(lang=lang) for lang in (src_lang, tgt_lang)}
-        self.target_words: TargetWords | None = None  # set for word-level targets
-
-    def __len__(self) -> int:
-        return self.processor.get_piece_size()
-
-    @property
-    def target_size(self) -> int:
-        """The size of the target vocabulary (the subwords', unless the targets are words)."""
-        return len(self) if self.target_words is None else len(self.target_words)
-
-    @staticmethod
-    def moses(tokenizer, text: str) -> str:
-        """Moses-tokenized ``text`` (tokens joined by spaces, no HTML escaping)."""
-        return tokenizer.tokenize(text, escape=False, return_str=True)
-
-    @staticmethod
-    def train(lines: Iterable[str], model_prefix: Path, vocab_size: int) -> Path:
-        """Train a BPE model on already Moses-tokenized ``lines``; returns the model file,
-        ``{model_prefix}.model`` (with its ``.vocab``). Both are written in a scratch folder
-        and moved into place, the model last, so a process that finds the model file (another
-        DDP rank, a parallel run sharing the cache) never reads half of it."""
-        import sentencepiece
-
-        model_prefix = Path(model_prefix)
-        model_prefix.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=model_prefix.parent) as scratch:
-            partial = Path(scratch) / "bpe"
-            sentencepiece.SentencePieceTrainer.train(
-                sentence_iterator=iter(list(lines)), model_prefix=str(partial),
-                model_type="bpe", vocab_size=vocab_size, character_coverage=1.0,
-                pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID, unk_id=UNK_ID,
-                user_defined_symbols=["<sink>"], num_threads=1, minloglevel=2,
-                hard_vocab_limit=False,
-            )
-            for suffix in (".vocab", ".model"):
-                partial.with_suffix(suffix).replace(model_prefix.with_suffix(suffix))
-        return model_prefix.with_suffix(".model")
-
-    def words(self, text: str, lang: str) -> list[str]:
-        """The lowercased Moses tokens of ``text`` (what REP and the word aligner see)."""
-        return self.moses(self._tokenizers[lang], text).lower().split()
-
-    def pieces(self, ids: Sequence[int]) -> list[str]:
-        """The subword strings of ``ids``."""
-        return [self.processor.id_to_piece(i) for i in ids]
-
-    def tokens(self, text: str, lang: str) -> list[str]:
-        """The Moses tokens of ``text`` (case kept)."""
-        return self.moses(self._tokenizers[lang], text).split()
-
-    def target_pieces(self, ids: Sequence[int]) -> list[str]:
-        """The strings of target ``ids`` (words or subwords)."""
-        return self.pieces(ids) if self.target_words is None else self.target_words.pieces(ids)
-
-    def encode_target(self, text: str) -> list[int]:
-        """Target ids of raw ``text`` (words or subwords)."""
-        if self.target_words is None:
-            return self.encode(text, self.tgt_lang)
-        return self.target_words.encode(self.tokens(text, self.tgt_lang))
-
-    def encode(self, text: str, lang: str) -> list[int]:
-        """Subword ids of raw ``text`` in language ``lang``."""
-        return self.processor.encode(self.moses(self._tokenizers[lang], text))
-
-    def encode_characters(self, text: str, lang: str) -> list[int]:
-        """Ids of the characters of raw ``text``'s subwords (word starts keep the ``▁`` piece),
-        all single-character pieces of the same joint vocabulary (BPE keeps every training
-        character as a piece; unseen ones -> ``<unk>``)."""
-        pieces = self.processor.encode(self.moses(self._tokenizers[lang], text), out_type=str)
-        return [self.processor.piece_to_id(ch) for piece in pieces for ch in piece]
-
-    def decode(self, ids: Sequence[int] | torch.Tensor, lang: str) -> str:
-        """Detokenized text of subword ``ids`` (target words when ``lang`` is the target's and
-        the targets are words); stops at the first <eos>, skips pad and <bos>."""
-        if lang == self.tgt_lang and self.target_words is not None:
-            return self.target_words.detokenize(ids)
-        pieces = self.processor.decode(content_ids(ids, EOS_ID, (PAD_ID, BOS_ID, SINK_ID)))
-        return self._detokenizers[lang].detokenize(pieces.split())
-
-
-class TargetWords(Vocabulary):
-    """A word vocabulary of the target side (Kim et al.'s character-to-word setting): the
-    ``size - 4`` most frequent Moses tokens (case kept) of the training targets after the
-    sequence specials ``<pad>`` 0, ``<bos>`` 1, ``<eos>`` 2, ``<unk>`` 3 (ties broken by first
-    occurrence), and the Moses detokenizer of their language.
-
-    Args:
-        tokens: the words in id order from id 4 on; lang: the Moses language of the detokenizer.
-    """
-
-    def __init__(self, tokens: Sequence[str], lang: str) -> None:
-        from sacremoses import MosesDetokenizer
-
-        super().__init__(tokens, specials=SEQUENCE_SPECIALS)
-        self._detokenizer = MosesDetokenizer(lang=lang)
-
-    @classmethod
-    def from_tokenized(cls, sentences: Iterable[list[str]], size: int, lang: str) -> TargetWords:
-        counts = Counter(token for sentence in sentences for token in sentence)
-        return cls([token for token, _ in counts.most_common(max(size - 4, 0))], lang)
-
-    def pieces(self, ids: Sequence[int]) -> list[str]:
-        """The words of ``ids`` (``IndexError`` for an id outside the vocabulary)."""
-        return [self.tokens[i] for i in ids]
-
-    def detokenize(self, ids: Sequence[int] | torch.Tensor) -> str:
-        """Detokenized text of :meth:`decode` (up to the first ``<eos>``)."""
-        return self._detokenizer.detokenize(self.decode(ids))
 
 
 def read_parallel(src_file: Path, tgt_file: Path) -> list[tuple[str, str]]:
@@ -380,28 +246,6 @@ class TranslationDataModule(SplitDataModule):
             return Path(self.hparams.cache_dir).expanduser()
         return cache_root()
 
-    def _bpe_model(self, train_pairs: Sequence[tuple[str, str]]) -> Subwords:
-        """The corpus's BPE model, trained on the Moses-tokenized training text if not cached
-        (keyed by a hash of that text, the languages and the size)."""
-        h = self.hparams
-        digest = hashlib.sha256()
-        for src, tgt in train_pairs:
-            digest.update(f"{src}\t{tgt}\n".encode())
-        digest.update(f"{h.src_lang}-{h.tgt_lang}-{h.bpe_size}-sink".encode())
-        name = f"bpe-{h.src_lang}-{h.tgt_lang}-{h.bpe_size}-{digest.hexdigest()[:16]}"
-        prefix = self._cache_dir() / name
-        model = prefix.with_suffix(".model")
-        if not model.is_file():
-            from sacremoses import MosesTokenizer
-
-            tokenizers = [MosesTokenizer(lang=h.src_lang), MosesTokenizer(lang=h.tgt_lang)]
-            text = io.StringIO()
-            for src, tgt in train_pairs:
-                text.write(Subwords.moses(tokenizers[0], src) + "\n")
-                text.write(Subwords.moses(tokenizers[1], tgt) + "\n")
-            Subwords.train(text.getvalue().splitlines(), prefix, h.bpe_size)
-        return Subwords(model, h.src_lang, h.tgt_lang)
-
     def prepare_data(self) -> None:
         """Lightning calls this in one process per node before any process's :meth:`setup`:
         it builds the splits, and with them the cached BPE model and links, so the other DDP
@@ -416,7 +260,8 @@ class TranslationDataModule(SplitDataModule):
             return
         h = self.hparams
         pairs = {split: self._read(split) for split in SPLITS}
-        self.subwords = self._bpe_model(pairs["train"])
+        self.subwords = cached_subwords(self._cache_dir(), pairs["train"], h.src_lang,
+                                        h.tgt_lang, h.bpe_size)
         if h.target_units == "words":
             self.subwords.target_words = TargetWords.from_tokenized(
                 (self.subwords.tokens(t, h.tgt_lang) for _, t in pairs["train"]),
@@ -452,19 +297,6 @@ class TranslationDataModule(SplitDataModule):
         model = self.subwords.model_file
         return model.parent / f"{model.stem}.max{self.hparams.max_length}.{kind}"
 
-    def _training_links(self, sources: list[list[int]], targets: list[list[int]]) -> list[Links]:
-        """eflomal's source-to-target links between the training subwords (cached)."""
-        path = self.derived_file(f"it{self.hparams.aligner_iterations}.links")
-        if not path.is_file():
-            pieces = self.subwords.pieces
-            links = align([(pieces(s), pieces(t)) for s, t in zip(sources, targets, strict=True)],
-                          self.hparams.aligner_iterations)
-            with atomic_path(path) as partial:
-                partial.write_text("".join(" ".join(f"{i}-{j}" for i, j in sorted(sentence))
-                                           + "\n" for sentence in links))
-        lines = path.read_text().split("\n")[: len(sources)]
-        return [{tuple(map(int, link.split("-"))) for link in line.split()} for line in lines]
-
     def _fertilities(
         self, sources: dict[str, list[list[int]]], train_targets: list[list[int]]
     ) -> dict[str, list[list[float]]] | None:
@@ -474,7 +306,11 @@ class TranslationDataModule(SplitDataModule):
         h = self.hparams
         if h.fertility_strategy == "constant":
             return None
-        self.training_links = self._training_links(sources["train"], train_targets)
+        to_pieces = self.subwords.pieces
+        train = zip(sources["train"], train_targets, strict=True)
+        self.training_links = cached_links(
+            self.derived_file(f"it{h.aligner_iterations}.links"),
+            [(to_pieces(s), to_pieces(t)) for s, t in train], h.aligner_iterations)
         if h.fertility_strategy == "predicted":
             return None
         pieces = {split: [self.subwords.pieces(s) for s in rows]

@@ -218,7 +218,7 @@ CASES: dict[str, Case] = {
     "translation_csparsemax_predicted": Case(
         ("translation/base.yaml", "translation/rows/csparsemax_predicted.yaml"),
         _TRANSLATION_TINY, write_translation,
-        patches=(("datamodules.translation.align", monotone_links),)),
+        patches=(("datamodules.alignment.align", monotone_links),)),
     "translation_beam_joint": Case(
         ("translation/base.yaml", "translation/rows/beam_joint.yaml"),
         (*_TRANSLATION_TINY, "--model.init_args.model.init_args.joint_k", "3"),

@@ -7,15 +7,9 @@ import pytest
 import torch
 
 from datamodules.files import MalformedLine, data_root
-from datamodules.translation import (
-    BOS_ID,
-    EOS_ID,
-    PAD_ID,
-    SINK_ID,
-    UNK_ID,
-    Subwords,
-    TranslationDataModule,
-)
+from datamodules.subwords import SINK_ID, UNK_ID, Subwords
+from datamodules.translation import TranslationDataModule
+from lit_structattn.common.constants import BOS_ID, EOS_ID, PAD_ID
 
 from .translation_corpus import write_corpus
 
@@ -101,7 +95,7 @@ def test_prepare_data_fills_the_cache_that_the_other_ranks_read(tmp_path, monkey
         raise AssertionError("setup after prepare_data must read the cache")
 
     monkeypatch.setattr(Subwords, "train", trains)
-    monkeypatch.setattr("datamodules.translation.align", trains)
+    monkeypatch.setattr("datamodules.alignment.align", trains)
     rank = ready_module(corpus, cache, fertility_strategy="predicted")
     assert rank.datasets["test"].items == first.datasets["test"].items
     assert rank.training_links == first.training_links
@@ -227,7 +221,7 @@ def test_guided_fertilities_follow_the_aligner_and_are_cached(tmp_path, monkeypa
     def no_aligner(*args, **kwargs):
         raise AssertionError("the links are cached")
 
-    monkeypatch.setattr("datamodules.translation.align", no_aligner)
+    monkeypatch.setattr("datamodules.alignment.align", no_aligner)
     again = ready_module(corpus, cache, fertility_strategy="guided", sink=True)
     assert again.datasets["test"].items == dm.datasets["test"].items
 

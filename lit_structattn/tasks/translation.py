@@ -308,7 +308,7 @@ class TranslationTask(Task):
         """Target x source attention of greedy decoding for the first ``limit`` examples
         (subword labels; white = exactly zero; repeated output subwords in red), for
         :class:`~lit_structattn.callbacks.AttentionFigures`; ``vocab``: the data's
-        :class:`~datamodules.translation.Subwords`."""
+        :class:`~datamodules.subwords.Subwords`."""
         subwords = vocab
         records = self._records({k: v[:limit] for k, v in batch.items()}, subwords)
         return [(f"attention/example_{b}", AttentionMap(
