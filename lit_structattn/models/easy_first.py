@@ -41,8 +41,9 @@ vanilla baseline ranks words by their best output *score* (the authors' code ran
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -71,6 +72,9 @@ VANILLA_CRITERIA = ("score", "probability")
 UpdateName = Literal[UPDATES]
 VanillaCriterion = Literal[VANILLA_CRITERIA]
 
+PARAMETER_DTYPES = ("float32", "float64")
+ParameterDtype = Literal[PARAMETER_DTYPES]
+
 # Emission score of the padding tag: never predicted, no gradient, harmless in a CRF.
 _PAD_TAG_SCORE = -1e4
 
@@ -84,6 +88,20 @@ def _check_steps(steps: Steps, allow_zero: bool) -> Steps:
         low = "a non-negative" if allow_zero else "a positive"
         raise ValueError(f"steps must be {low} integer or 'L', got {steps!r}")
     return steps
+
+
+@contextlib.contextmanager
+def _default_dtype(name: ParameterDtype | None) -> Iterator[None]:
+    """torch's default dtype set to ``name`` for the block (None: left as it is)."""
+    if name is None:
+        yield
+        return
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(getattr(torch, check_choice("dtype", name, PARAMETER_DTYPES)))
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
 
 
 @dataclass
@@ -296,12 +314,15 @@ class EasyFirstTagger(nn.Module):
             ablation.
         crf: a linear-chain CRF output layer (learned ``[K, K]`` transitions and start/end
             scores, all zero-initialised) instead of per-token softmax.
-        tag_weights: optional ``K`` per-tag loss weights (QE: BAD 5). Without CRF they weight
-            each token's cross-entropy; with CRF they become a softmax-margin cost:
-            ``log w[gold_t]`` is added to the non-gold scores at token ``t`` during training
-            (the authors' treatment).
         pad_tag: the padding tag id (never predicted, ignored by the loss); ``None`` if the tag
             vocabulary has none.
+        dtype: the dtype the parameters are created and initialised in (None: torch's
+            default, float32). Lightning casts a built model to the trainer's precision;
+            ``float64`` with ``--trainer.precision 64-true`` draws the initial values in double
+            precision instead, as for a model built under the trainer (``configure_model``).
+
+    In a config the CLI links ``vocab_size``, ``num_tags``, ``affix_vocab_size`` and
+    ``source_vocab_size`` from the tagging DataModule's attributes of those names.
     """
 
     def __init__(
@@ -328,48 +349,38 @@ class EasyFirstTagger(nn.Module):
         vanilla_criterion: VanillaCriterion = "score",
         concat: bool = True,
         crf: bool = False,
-        tag_weights: Sequence[float] | None = None,
         pad_tag: int | None = 0,
+        dtype: ParameterDtype | None = None,
     ) -> None:
         super().__init__()
         steps = _check_steps(steps, allow_zero=True)
         if steps == 0 and not concat:
             raise ValueError("concat=False needs sketch steps (steps > 0): with steps=0 the "
                              "features are the encoder states")
-        self.encoder = TaggingEncoder(
-            vocab_size, affix_vocab_size, source_vocab_size, word_dim=word_dim,
-            affix_dim=affix_dim, source_dim=source_dim, hidden_dim=hidden_dim,
-            use_affixes=use_affixes, use_capitalization=use_capitalization, dropout=dropout,
-        )
-        state_dim = self.encoder.output_dim
-        self.decoder = None
-        if steps != 0:
-            self.decoder = EasyFirstDecoder(
-                state_dim, sketch_dim=sketch_dim, preattention_dim=preattention_dim,
-                window=window, attention=attention, update=update, steps=steps,
-                penalty=penalty, vanilla_criterion=vanilla_criterion,
-            )
-        self.concat = concat
-        features = (state_dim if concat else 0) + (sketch_dim if steps != 0 else 0)
-        self.dropout = nn.Dropout(dropout)
-        self.output = nn.Linear(features, num_tags)
-        self.num_tags = num_tags
         if pad_tag is not None and not 0 <= pad_tag < num_tags:
             raise ValueError(f"pad_tag {pad_tag} is not a tag id in [0, {num_tags})")
-        self.pad_tag = pad_tag
-        if tag_weights is not None:
-            if len(tag_weights) != num_tags or any(w <= 0 for w in tag_weights):
-                raise ValueError(f"tag_weights must be {num_tags} positive numbers, "
-                                 f"got {list(tag_weights)}")
-            self.register_buffer("tag_weights", torch.tensor([float(w) for w in tag_weights]),
-                                 persistent=False)
-        else:
-            self.tag_weights = None
-        self.crf = crf
-        if crf:
-            self.transition = nn.Parameter(torch.zeros(num_tags, num_tags))
-            self.start = nn.Parameter(torch.zeros(num_tags))
-            self.end = nn.Parameter(torch.zeros(num_tags))
+        self.concat, self.crf, self.num_tags, self.pad_tag = concat, crf, num_tags, pad_tag
+        with _default_dtype(dtype):
+            self.encoder = TaggingEncoder(
+                vocab_size, affix_vocab_size, source_vocab_size, word_dim=word_dim,
+                affix_dim=affix_dim, source_dim=source_dim, hidden_dim=hidden_dim,
+                use_affixes=use_affixes, use_capitalization=use_capitalization, dropout=dropout,
+            )
+            state_dim = self.encoder.output_dim
+            self.decoder = None
+            if steps != 0:
+                self.decoder = EasyFirstDecoder(
+                    state_dim, sketch_dim=sketch_dim, preattention_dim=preattention_dim,
+                    window=window, attention=attention, update=update, steps=steps,
+                    penalty=penalty, vanilla_criterion=vanilla_criterion,
+                )
+            features = (state_dim if concat else 0) + (sketch_dim if steps != 0 else 0)
+            self.dropout = nn.Dropout(dropout)
+            self.output = nn.Linear(features, num_tags)
+            if crf:
+                self.transition = nn.Parameter(torch.zeros(num_tags, num_tags))
+                self.start = nn.Parameter(torch.zeros(num_tags))
+                self.end = nn.Parameter(torch.zeros(num_tags))
 
     # ------------------------------------------------------------------ forward
 
@@ -435,6 +446,7 @@ class EasyFirstTagger(nn.Module):
         tags: Tensor,
         lengths: Tensor | None = None,
         reduction: str = "mean",
+        tag_weights: Tensor | None = None,
     ) -> Tensor:
         """Training loss of gold ``tags [B, T]`` (padded with ``pad_tag``; positions beyond
         ``lengths`` are ignored).
@@ -442,23 +454,31 @@ class EasyFirstTagger(nn.Module):
         Per sentence: the (weighted) sum of token cross-entropies, or ``-log p(tags)`` under the
         CRF. ``reduction``: ``"mean"`` over sentences (default), ``"sum"``, or ``"token_mean"``
         (divided by the number of tokens), or ``"none"`` (``[B]``).
+
+        ``tag_weights [K]``: optional positive per-tag loss weights (QE: BAD 5; the task builds
+        them from tag names). Without CRF they weight each token's cross-entropy; with CRF they
+        become a softmax-margin cost: ``log w[gold_t]`` is added to the non-gold scores at
+        token ``t`` (the authors' treatment).
         """
         check_choice("reduction", reduction, ("mean", "sum", "token_mean", "none"))
+        if tag_weights is not None and tuple(tag_weights.shape) != (self.num_tags,):
+            raise ValueError(f"tag_weights must have shape [{self.num_tags}] (one weight per "
+                             f"tag), got {list(tag_weights.shape)}")
         mask = outputs.mask if lengths is None else lengths_to_mask(lengths, tags.shape[1])
         lengths = mask.sum(-1)
         tags = tags.masked_fill(~mask, 0 if self.pad_tag is None else self.pad_tag)
         if self.crf:
             unary = self._unary(outputs, lengths)
-            if self.tag_weights is not None:
-                cost = self.tag_weights.log()[tags].to(unary.dtype)  # [B, T]
+            if tag_weights is not None:
+                cost = tag_weights.log()[tags].to(unary.dtype)  # [B, T]
                 nongold = 1 - F.one_hot(tags, self.num_tags).to(unary.dtype)
                 unary = unary + cost[..., None] * nongold * mask[..., None]
             chain = LinearChainCRF(unary, self.transition, lengths)
             per_sentence = -chain.log_prob(tags)
         else:
             nll = F.cross_entropy(outputs.scores.float().transpose(1, 2), tags, reduction="none")
-            if self.tag_weights is not None:
-                nll = nll * self.tag_weights[tags]
+            if tag_weights is not None:
+                nll = nll * tag_weights[tags]
             per_sentence = (nll * mask).sum(-1)
         if reduction == "none":
             return per_sentence
