@@ -14,6 +14,7 @@ of the last step. ``scores detached`` cuts the gradient through the attention sc
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 from pathlib import Path
 
@@ -21,6 +22,7 @@ import torch
 
 from bench.timing import markdown_table, write_report
 from datamodules.ud_pos import UDPOSDataModule
+from lit_structattn.attention import Transform
 from lit_structattn.models.easy_first import EasyFirstTagger
 
 REPORT = Path(__file__).resolve().parent.parent / "reports" / "bench_easy_first_gradients.md"
@@ -34,15 +36,10 @@ MODELS = {  # name: (attention, N, detach the scores)
 }
 
 
-class _DetachedScores(torch.nn.Module):
-    """Wraps the score vector ``v`` so that no gradient flows back through ``z``."""
-
-    def __init__(self, v: torch.nn.Linear) -> None:
-        super().__init__()
-        self.v = v
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.v(x).detach()
+def detached_scores(transform: Transform) -> Transform:
+    """``transform`` with no gradient flowing back through its scores ``z``."""
+    return dataclasses.replace(transform, function=lambda z, *args, **kwargs:
+                               transform.function(z.detach(), *args, **kwargs))
 
 
 def gradient_norms(batches: list[dict], sizes: tuple[int, int, int], attention: str,
@@ -51,7 +48,7 @@ def gradient_norms(batches: list[dict], sizes: tuple[int, int, int], attention: 
     torch.manual_seed(0)
     model = EasyFirstTagger(*sizes, attention=attention, update="full", steps=steps, dropout=0.2)
     if detach:
-        model.decoder.v = _DetachedScores(model.decoder.v)
+        model.decoder.transform = detached_scores(model.decoder.transform)
     optimizer = torch.optim.Adagrad(model.parameters(), lr=0.1)
     norms = []
     for batch in batches:
@@ -75,7 +72,7 @@ def main() -> None:
     data.setup("fit")
     loader = iter(data.train_dataloader())
     batches = [next(loader) for _ in range(args.steps)]
-    sizes = (len(data.vocab), len(data.tag_vocab), len(data.affix_vocab))
+    sizes = (data.vocab_size, data.num_tags, data.affix_vocab_size)  # as the CLI links them
     rows = []
     for name, (attention, steps, detach) in MODELS.items():
         norms, loss = gradient_norms(batches, sizes, attention, steps, detach)

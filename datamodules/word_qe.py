@@ -109,10 +109,12 @@ class WordQEDataModule(TaggingDataModule):
             used only when ``data_dir`` is None.
         max_train_length: counts MT words.
         Others: see :class:`~datamodules.tagging.TaggingDataModule`. The BAD weight of the loss
-        is a model hyper-parameter, not a data one.
+        is the task's (``tag_weights`` of :class:`~lit_structattn.tasks.TaggingTask`), not the
+        data's.
 
     After :meth:`setup` also ``source_vocab`` (source words of the training split, same
-    ``min_count``) and ``test_is_val`` (True when the test split serves the validation data).
+    ``min_count``; its size is ``source_vocab_size``) and ``test_is_val`` (True when the test
+    split serves the validation data).
     Batches: ``words [B, T]``, ``prefixes [B, T, 4]``, ``suffixes [B, T, 4]`` (MT words),
     ``tags [B, T]`` (ids of ``<pad>``/``BAD``/``OK`` in ``tag_vocab``), ``lengths [B]``,
     ``index [B]``, ``aligned [B, T, A]``, ``source [B, S]``, ``source_lengths [B]``.
@@ -192,3 +194,9 @@ class WordQEDataModule(TaggingDataModule):
         self.source_vocab = Vocabulary.build(source_words, self.hparams.min_count)
         encoder.source_vocab = self.source_vocab
         return encoder
+
+    @property
+    def source_vocab_size(self) -> int:
+        """The size of ``source_vocab``: the tagger's aligned-source-word embeddings (linked by
+        the CLI like the sizes of :class:`~datamodules.tagging.TaggingDataModule`)."""
+        return len(self._set_up().source_vocab)

@@ -24,9 +24,15 @@ from .interruption import ResumableFit
 DATA_SIZES = (
     "src_vocab", "tgt_vocab", "joint_vocab", "sink",  # encoder-decoders
     "vocab_size", "num_classes",  # the attention-pooling classifier
+    "num_tags", "affix_vocab_size", "source_vocab_size",  # the easy-first tagger (+ vocab_size)
     "memory_size",  # the memory networks (with vocab_size)
     "vector_dim",  # decomposable attention (with vocab_size, num_classes)
 )
+
+#: The arguments of a task itself (not of its model) that come from the data: the CLI links
+#: ``data.<name>`` to ``model.init_args.<name>`` in the same way, and the task keeps the value in
+#: its hyper-parameters. The tagging task's metrics and per-tag loss weights name the tags.
+TASK_DATA = ("tag_names",)
 
 REPRODUCE_HELP = ("Train, test and report the rows of a paper's table over seeds (budgets ci, "
                   "demo, cpu, paper; see structattn reproduce --help).")
@@ -81,9 +87,13 @@ class StructAttnCLI(LightningCLI):
                 "reproduce", ArgumentParser(description=REPRODUCE_HELP), help=REPRODUCE_HELP)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
-        """Link the sizes a task's model takes from the data (:data:`DATA_SIZES`)."""
+        """Link the sizes a task's model takes from the data (:data:`DATA_SIZES`) and what
+        the task itself takes from it (:data:`TASK_DATA`)."""
         for name in DATA_SIZES:
             parser.link_arguments(f"data.{name}", f"model.init_args.model.init_args.{name}",
+                                  apply_on="instantiate")
+        for name in TASK_DATA:
+            parser.link_arguments(f"data.{name}", f"model.init_args.{name}",
                                   apply_on="instantiate")
 
     def parse_arguments(self, parser: LightningArgumentParser, args) -> None:

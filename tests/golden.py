@@ -210,7 +210,7 @@ CASES: dict[str, Case] = {
     "easy_first_nef_crf_f_csoftmax": Case(
         ("easy_first/common.yaml", "easy_first/ner_en.yaml", "easy_first/rows/nef_crf_f_L.yaml"),
         # lr 0.02, not the row's 0.1: at 0.1 the first steps jump (loss 26 -> 38) and rounding
-        # differences between CPUs grow tenfold a step, to 2e-4 by step 20 even in float64
+        # differences between CPUs grow tenfold a step, to 2e-4 by step 20 even in float64.
         ("--data.init_args.data_dir", DATA, "--data.init_args.batch_size", "16",
          "--trainer.limit_val_batches", "2",
          "--model.init_args.optimizer.init_args.lr", "0.02"),

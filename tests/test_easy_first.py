@@ -1,8 +1,9 @@
 """Neural easy-first taggers: shapes, masking invariance for every attention of the registry's
 easy_first family and every update, the attention constraints (simplex rows, the upper bounds of
 csoftmax and csparsemax, fixed orders, vanilla coverage), NEF-S with weights that do not sum to 1,
-the BiLSTM special case, losses and a few training steps. (The pretrained-vector loader, now on
-the data side, is tested in tests/test_vectors.py.)"""
+the BiLSTM special case, losses and a few training steps, parameters drawn in float64; the task's
+loss weights by tag name. (The pretrained-vector loader, now on the data side, is tested in
+tests/test_vectors.py.)"""
 
 from __future__ import annotations
 
@@ -293,30 +294,32 @@ def test_capitalization_one_hot_input():
 @pytest.mark.parametrize("crf", [False, True])
 def test_loss_ignores_padding_and_predict(crf):
     batch, tags = make_batch(LENGTHS, extra=2)
-    model = make_tagger(steps=3, crf=crf, tag_weights=[1, 1, 5, 1, 1, 1])
+    model = make_tagger(steps=3, crf=crf)
+    weights = torch.tensor([1.0, 1, 5, 1, 1, 1])
     if crf:
         with torch.no_grad():
             model.transition.normal_()
             model.start.normal_()
             model.end.normal_()
     out = model(**batch)
-    per_sentence = model.loss(out, tags, batch["lengths"], reduction="none")
+    per_sentence = model.loss(out, tags, batch["lengths"], reduction="none", tag_weights=weights)
     noisy = tags.masked_fill(~out.mask, 3)
-    torch.testing.assert_close(model.loss(out, noisy, batch["lengths"], reduction="none"),
-                               per_sentence)
+    torch.testing.assert_close(
+        model.loss(out, noisy, batch["lengths"], reduction="none", tag_weights=weights),
+        per_sentence)
     for b, n in enumerate(LENGTHS):
         alone = model(**select(batch, b))
-        torch.testing.assert_close(model.loss(alone, tags[b:b + 1, :n], reduction="none")[0],
-                                   per_sentence[b], atol=1e-4, rtol=1e-5)
-    torch.testing.assert_close(model.loss(out, tags, batch["lengths"]), per_sentence.mean())
+        loss = model.loss(alone, tags[b:b + 1, :n], reduction="none", tag_weights=weights)
+        torch.testing.assert_close(loss[0], per_sentence[b], atol=1e-4, rtol=1e-5)
+    torch.testing.assert_close(model.loss(out, tags, batch["lengths"], tag_weights=weights),
+                               per_sentence.mean())
     pred = model.predict(out, batch["lengths"])
     assert pred.shape == tags.shape
     assert torch.all(pred[~out.mask] == 0) and torch.all(pred[out.mask] > 0)
     if not crf:
         # weighted cross-entropy by hand
         logp = out.scores.log_softmax(-1).gather(-1, tags[..., None])[..., 0]
-        weights = torch.tensor([1.0, 1, 5, 1, 1, 1])[tags]
-        manual = -(logp * weights * out.mask).sum(-1)
+        manual = -(logp * weights[tags] * out.mask).sum(-1)
         torch.testing.assert_close(per_sentence, manual)
 
 
@@ -386,5 +389,39 @@ def test_invalid_arguments():
         make_tagger(steps=-1)
     with pytest.raises(ValueError, match="steps"):
         make_tagger(steps="N")
-    with pytest.raises(ValueError, match="tag_weights"):
-        make_tagger(tag_weights=[1, 5])
+    batch, tags = make_batch([3])
+    with pytest.raises(ValueError, match=r"tag_weights must have shape \[6\]"):
+        make_tagger().loss(make_tagger()(**batch), tags, tag_weights=torch.tensor([1.0, 5]))
+
+
+# ---------------------------------------------------------------------- the task around it
+
+NAMES = ["<pad>", "B-PER", "I-PER", "O", "VERB", "NOUN"]  # as many as TAGS
+
+
+def test_task_weighs_the_loss_by_tag_name():
+    from lit_structattn.tasks import TaggingTask
+
+    batch, tags = make_batch(LENGTHS)
+    task = TaggingTask(make_tagger(steps=2, crf=True), NAMES, tag_weights={"I-PER": 5.0})
+    assert task.loss_weights.tolist() == [1, 1, 5, 1, 1, 1]
+    assert "loss_weights" not in task.state_dict()  # rebuilt from the hyper-parameters
+    full = dict(batch, tags=tags, caps=torch.ones_like(tags))  # a tagging DataModule's batch
+    outputs = task(full)
+    expected = task.model.loss(outputs, tags, batch["lengths"],
+                               tag_weights=torch.tensor([1.0, 1, 5, 1, 1, 1]))
+    torch.testing.assert_close(task.loss(outputs, full), expected)
+    assert TaggingTask(make_tagger(), NAMES).loss_weights is None
+    assert "test_first_verb" in task.metrics  # a VERB tag and sketch steps
+
+
+@pytest.mark.parametrize(("names", "weights", "problem"), [
+    (NAMES[:-1], None, "5 tag_names for a model with num_tags=6"),
+    (NAMES, {"B-LOC": 2.0}, r"tag_weights names unknown tags \['B-LOC'\]"),
+    (NAMES, {"O": 0.0}, "tag_weights must be positive"),
+])
+def test_task_refuses_tags_that_do_not_fit(names, weights, problem):
+    from lit_structattn.tasks import TaggingTask
+
+    with pytest.raises(ValueError, match=problem):
+        TaggingTask(make_tagger(), names, tag_weights=weights)

@@ -325,6 +325,21 @@ def test_small_modules_cutoff_affixes_and_unaligned_words(tmp_path):
     assert batch["source"].shape == (1, 5) and batch["source_lengths"].tolist() == [5]
 
 
+def test_sizes_for_the_model_set_the_data_up(tmp_path):
+    """What the CLI links into the tagger and its task: asked for before setup, they run it."""
+    _write_qe(tmp_path, "train", ["a b", "c d"], ["x y", "z w"], ["OK BAD", "OK OK"],
+              ["0-1", "1-0"])
+    module = WordQEDataModule(str(tmp_path), val_prefix="train", test_prefix="train")
+    assert module.vocab is None
+    assert module.tag_names == ["<pad>", "BAD", "OK"] and module.num_tags == 3
+    assert module.vocab_size == len(module.vocab) == 2 + 4
+    assert module.affix_vocab_size == len(module.affix_vocab)
+    assert module.source_vocab_size == len(module.source_vocab) == 2 + 4
+    # only QE has source words: the other tagging data has no such size (the link is skipped)
+    assert not hasattr(UDPOSDataModule, "source_vocab_size")
+    assert not hasattr(CoNLLNERDataModule, "source_vocab_size")
+
+
 @pytest.mark.parametrize(("word", "expected"), [
     ("paris", 1), ("1990", 1), (",", 1), ("Paris", 2), ("Ärzte", 2), ("NATO", 3), ("A", 3),
     ("U.S.", 3), ("McDonald", 4), ("iPhone", 4), ("Paris-Match", 4),

@@ -44,6 +44,7 @@ SEQ2SEQ = ["--model", "lit_structattn.tasks.TransductionTask",
            "--model.init_args.model", "lit_structattn.models.seq2seq.Seq2Seq",
            "--data", "datamodules.tree_transduction.TreeTransductionDataModule"]
 TAGGING = ["--model", "lit_structattn.tasks.TaggingTask",
+           "--model.init_args.model", "lit_structattn.models.easy_first.EasyFirstTagger",
            "--data", "datamodules.ud_pos.UDPOSDataModule", "--data.init_args.data_dir", MISSING]
 NLI = ["--model", "lit_structattn.tasks.NLITask",
        "--model.init_args.model", "lit_structattn.models.decomposable.DecomposableAttention",
@@ -69,9 +70,9 @@ def test_task_arguments_are_the_owners_literals():
                           "encoder": seq2seq.EncoderName, "output": seq2seq.OutputName,
                           "decoder_init": seq2seq.DecoderInit},
         TransductionTask: {"model": seq2seq.Seq2Seq, "metric": transduction_task.MetricName},
-        TaggingTask: {"attention": registry.EasyFirstAttentionName,
-                      "sketch_update": easy_first.UpdateName,
-                      "metric": tagging_task.MetricName},
+        easy_first.EasyFirstTagger: {"attention": registry.EasyFirstAttentionName,
+                                     "update": easy_first.UpdateName},
+        TaggingTask: {"model": easy_first.EasyFirstTagger, "metric": tagging_task.MetricName},
         TranslationTask: {"model": seq2seq.Seq2Seq},
         MemN2N: {"transform": HopTransformName},
         QATask: {"model": MemoryNetwork},
@@ -113,13 +114,15 @@ def run_cli(monkeypatch, capsys):
     (SEQ2SEQ, "model.init_args.score", sorted(SCORERS)),
     (SEQ2SEQ, "model.init_args.encoder", seq2seq.ENCODERS),
     (SEQ2SEQ, "metric", transduction_task.METRICS),
-    (TAGGING, "attention", registry.names("easy_first")),
+    (TAGGING, "model.init_args.attention", registry.names("easy_first")),
+    (TAGGING, "metric", tagging_task.METRICS),
     (NLI, "model.init_args.intra", registry.names("nli", "intra")),
     (NLI, "model.init_args.inter", registry.names("nli", "inter")),
     (BABI, "model.init_args.transform", HOP_TRANSFORMS),
     (CLASSIFIER, "model.init_args.score", sorted(SCORERS)),
 ], ids=["seq2seq-attention", "seq2seq-score", "seq2seq-encoder", "seq2seq-metric",
-        "tagging-attention", "nli-intra", "nli-inter", "babi-attention", "classifier-score"])
+        "tagging-attention", "tagging-metric", "nli-intra", "nli-inter", "babi-attention",
+        "classifier-score"])
 def test_unknown_name_is_refused_before_any_data(run_cli, base, key, choices):
     status, _, err = run_cli("fit", *base, f"--model.init_args.{key}", "hardmax")
     assert status == 2, err
@@ -132,7 +135,8 @@ def test_unknown_name_is_refused_before_any_data(run_cli, base, key, choices):
 @pytest.mark.parametrize(("task", "options"), [
     ("TransductionTask", ["--model.model MODEL", "--model.optimizer OPTIMIZER",
                           "--model.lr_scheduler LR_SCHEDULER"]),
-    ("TaggingTask", ["--model.attention {" + ",".join(registry.names("easy_first")) + "}"]),
+    ("TaggingTask", ["--model.model MODEL",
+                     "--model.metric {" + ",".join(tagging_task.METRICS) + "}"]),
     ("NLITask", ["--model.model MODEL", "--model.parser_epochs PARSER_EPOCHS"]),
     ("QATask", ["--model.model MODEL"]),
 ])
@@ -143,11 +147,25 @@ def test_model_help_lists_the_choices(run_cli, task, options):
         assert option in out, option
 
 
-def test_seq2seq_model_help_lists_the_choices(run_cli):
-    status, out, _ = run_cli("fit", "--model", "lit_structattn.tasks.TransductionTask",
-                             "--model.model.help", "lit_structattn.models.seq2seq.Seq2Seq")
+@pytest.mark.parametrize(("task", "model", "options"), [
+    ("TransductionTask", "lit_structattn.models.seq2seq.Seq2Seq",
+     ["--model.attention {" + ",".join(registry.attention_names()) + "}",
+      "--model.encoder {" + ",".join(seq2seq.ENCODERS) + "}",
+      "--model.score {" + ",".join(sorted(SCORERS)) + "}"]),
+    ("TaggingTask", "lit_structattn.models.easy_first.EasyFirstTagger",
+     ["--model.attention {" + ",".join(registry.names("easy_first")) + "}",
+      "--model.update {" + ",".join(easy_first.UPDATES) + "}"]),
+    ("NLITask", "lit_structattn.models.decomposable.DecomposableAttention",
+     ["--model.intra {" + ",".join(registry.names("nli", "intra")) + "}",
+      "--model.inter {" + ",".join(registry.names("nli", "inter")) + "}"]),
+    ("QATask", "lit_structattn.models.memory_network.MemN2N",
+     ["--model.transform {" + ",".join(HOP_TRANSFORMS) + "}"]),
+    ("SequenceClassifier", "lit_structattn.models.pooling.AttentionPoolingClassifier",
+     ["--model.score {" + ",".join(sorted(SCORERS)) + "}"]),
+], ids=["seq2seq", "tagger", "nli", "memory_network", "classifier"])
+def test_task_model_help_lists_the_choices(run_cli, task, model, options):
+    status, out, _ = run_cli("fit", "--model", f"lit_structattn.tasks.{task}",
+                             "--model.model.help", model)
     assert status == 0
-    for option in ("--model.attention {" + ",".join(registry.attention_names()) + "}",
-                   "--model.encoder {" + ",".join(seq2seq.ENCODERS) + "}",
-                   "--model.score {" + ",".join(sorted(SCORERS)) + "}"):
+    for option in options:
         assert option in out, option

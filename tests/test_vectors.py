@@ -1,6 +1,7 @@
 """Pretrained word vectors are read on the data side: the loader of datamodules.vectors (formats,
 lowercase fallback, errors naming file:line), the tagging DataModules' ``pretrained_vectors``
-(the initial embedding matrix after setup) and TaggingTask copying it into the tagger."""
+(the initial embedding matrix after setup) and TaggingTask copying it into the tagger when
+fitting."""
 
 from __future__ import annotations
 
@@ -124,22 +125,33 @@ def test_datamodule_reads_the_vectors_in_setup(tmp_path):
         WordQEDataModule(str(tmp_path), vector_dim=0)
 
 
-def test_task_starts_the_embeddings_from_the_datas_matrix(tmp_path):
-    import lightning as L
-
+def tiny_tagger(module: WordQEDataModule, word_dim: int):
+    """The QE task around a small tagger, sized from ``module`` as the CLI links it."""
+    from lit_structattn.models.easy_first import EasyFirstTagger
     from lit_structattn.tasks import TaggingTask
+
+    model = EasyFirstTagger(module.vocab_size, module.num_tags, module.affix_vocab_size,
+                            module.source_vocab_size, word_dim=word_dim, affix_dim=2,
+                            hidden_dim=2, sketch_dim=2, preattention_dim=2, steps=1)
+    return TaggingTask(model, module.tag_names, metric="f1_mult")
+
+
+def test_task_starts_the_embeddings_from_the_datas_matrix_when_fitting(tmp_path):
+    import lightning as L
 
     vectors = tiny_qe(tmp_path)
     module = WordQEDataModule(str(tmp_path), batch_size=2, pretrained_vectors=str(vectors),
                               vector_dim=3)
-    task = TaggingTask(metric="f1_mult", steps=1, word_dim=3, affix_dim=2, hidden_dim=2,
-                       sketch_dim=2, preattention_dim=2)
     trainer = L.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False,
-                        default_root_dir=tmp_path)
-    trainer.validate(task, datamodule=module)  # builds the model; no step changes weights
-    weight = task.model.encoder.word_embedding.weight
-    assert torch.equal(weight, module.pretrained_matrix)
-    wrong = TaggingTask(metric="f1_mult", steps=1, word_dim=4, affix_dim=2, hidden_dim=2)
+                        default_root_dir=tmp_path, max_steps=0, num_sanity_val_steps=0)
+    validated = tiny_tagger(module, word_dim=3)
+    trainer.validate(validated, datamodule=module)  # not a fit: the embeddings stay as built
+    assert not torch.equal(validated.model.encoder.word_embedding.weight,
+                           module.pretrained_matrix)
+    task = tiny_tagger(module, word_dim=3)
+    trainer.fit(task, datamodule=module)  # sets the fit up, takes no step
+    assert torch.equal(task.model.encoder.word_embedding.weight, module.pretrained_matrix)
+    wrong = tiny_tagger(module, word_dim=4)
     with pytest.raises(ValueError, match=r"pretrained matrix of shape \[\d+, 3\]"):
-        trainer.validate(wrong, datamodule=module)
+        trainer.fit(wrong, datamodule=module)

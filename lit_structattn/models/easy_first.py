@@ -42,7 +42,7 @@ vanilla baseline ranks words by their best output *score* (the authors' code ran
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -70,6 +70,7 @@ VANILLA_CRITERIA = ("score", "probability")
 # the attention names are the registry's, typed registry.EasyFirstAttentionName)
 UpdateName = Literal[UPDATES]
 VanillaCriterion = Literal[VANILLA_CRITERIA]
+
 
 # Emission score of the padding tag: never predicted, no gradient, harmless in a CRF.
 _PAD_TAG_SCORE = -1e4
@@ -296,12 +297,11 @@ class EasyFirstTagger(nn.Module):
             ablation.
         crf: a linear-chain CRF output layer (learned ``[K, K]`` transitions and start/end
             scores, all zero-initialised) instead of per-token softmax.
-        tag_weights: optional ``K`` per-tag loss weights (QE: BAD 5). Without CRF they weight
-            each token's cross-entropy; with CRF they become a softmax-margin cost:
-            ``log w[gold_t]`` is added to the non-gold scores at token ``t`` during training
-            (the authors' treatment).
         pad_tag: the padding tag id (never predicted, ignored by the loss); ``None`` if the tag
             vocabulary has none.
+
+    In a config the CLI links ``vocab_size``, ``num_tags``, ``affix_vocab_size`` and
+    ``source_vocab_size`` from the tagging DataModule's attributes of those names.
     """
 
     def __init__(
@@ -328,7 +328,6 @@ class EasyFirstTagger(nn.Module):
         vanilla_criterion: VanillaCriterion = "score",
         concat: bool = True,
         crf: bool = False,
-        tag_weights: Sequence[float] | None = None,
         pad_tag: int | None = 0,
     ) -> None:
         super().__init__()
@@ -336,6 +335,9 @@ class EasyFirstTagger(nn.Module):
         if steps == 0 and not concat:
             raise ValueError("concat=False needs sketch steps (steps > 0): with steps=0 the "
                              "features are the encoder states")
+        if pad_tag is not None and not 0 <= pad_tag < num_tags:
+            raise ValueError(f"pad_tag {pad_tag} is not a tag id in [0, {num_tags})")
+        self.concat, self.crf, self.num_tags, self.pad_tag = concat, crf, num_tags, pad_tag
         self.encoder = TaggingEncoder(
             vocab_size, affix_vocab_size, source_vocab_size, word_dim=word_dim,
             affix_dim=affix_dim, source_dim=source_dim, hidden_dim=hidden_dim,
@@ -349,23 +351,9 @@ class EasyFirstTagger(nn.Module):
                 window=window, attention=attention, update=update, steps=steps,
                 penalty=penalty, vanilla_criterion=vanilla_criterion,
             )
-        self.concat = concat
         features = (state_dim if concat else 0) + (sketch_dim if steps != 0 else 0)
         self.dropout = nn.Dropout(dropout)
         self.output = nn.Linear(features, num_tags)
-        self.num_tags = num_tags
-        if pad_tag is not None and not 0 <= pad_tag < num_tags:
-            raise ValueError(f"pad_tag {pad_tag} is not a tag id in [0, {num_tags})")
-        self.pad_tag = pad_tag
-        if tag_weights is not None:
-            if len(tag_weights) != num_tags or any(w <= 0 for w in tag_weights):
-                raise ValueError(f"tag_weights must be {num_tags} positive numbers, "
-                                 f"got {list(tag_weights)}")
-            self.register_buffer("tag_weights", torch.tensor([float(w) for w in tag_weights]),
-                                 persistent=False)
-        else:
-            self.tag_weights = None
-        self.crf = crf
         if crf:
             self.transition = nn.Parameter(torch.zeros(num_tags, num_tags))
             self.start = nn.Parameter(torch.zeros(num_tags))
@@ -435,6 +423,7 @@ class EasyFirstTagger(nn.Module):
         tags: Tensor,
         lengths: Tensor | None = None,
         reduction: str = "mean",
+        tag_weights: Tensor | None = None,
     ) -> Tensor:
         """Training loss of gold ``tags [B, T]`` (padded with ``pad_tag``; positions beyond
         ``lengths`` are ignored).
@@ -442,23 +431,31 @@ class EasyFirstTagger(nn.Module):
         Per sentence: the (weighted) sum of token cross-entropies, or ``-log p(tags)`` under the
         CRF. ``reduction``: ``"mean"`` over sentences (default), ``"sum"``, or ``"token_mean"``
         (divided by the number of tokens), or ``"none"`` (``[B]``).
+
+        ``tag_weights [K]``: optional positive per-tag loss weights (QE: BAD 5; the task builds
+        them from tag names). Without CRF they weight each token's cross-entropy; with CRF they
+        become a softmax-margin cost: ``log w[gold_t]`` is added to the non-gold scores at
+        token ``t`` (the authors' treatment).
         """
         check_choice("reduction", reduction, ("mean", "sum", "token_mean", "none"))
+        if tag_weights is not None and tuple(tag_weights.shape) != (self.num_tags,):
+            raise ValueError(f"tag_weights must have shape [{self.num_tags}] (one weight per "
+                             f"tag), got {list(tag_weights.shape)}")
         mask = outputs.mask if lengths is None else lengths_to_mask(lengths, tags.shape[1])
         lengths = mask.sum(-1)
         tags = tags.masked_fill(~mask, 0 if self.pad_tag is None else self.pad_tag)
         if self.crf:
             unary = self._unary(outputs, lengths)
-            if self.tag_weights is not None:
-                cost = self.tag_weights.log()[tags].to(unary.dtype)  # [B, T]
+            if tag_weights is not None:
+                cost = tag_weights.log()[tags].to(unary.dtype)  # [B, T]
                 nongold = 1 - F.one_hot(tags, self.num_tags).to(unary.dtype)
                 unary = unary + cost[..., None] * nongold * mask[..., None]
             chain = LinearChainCRF(unary, self.transition, lengths)
             per_sentence = -chain.log_prob(tags)
         else:
             nll = F.cross_entropy(outputs.scores.float().transpose(1, 2), tags, reduction="none")
-            if self.tag_weights is not None:
-                nll = nll * self.tag_weights[tags]
+            if tag_weights is not None:
+                nll = nll * tag_weights[tags]
             per_sentence = (nll * mask).sum(-1)
         if reduction == "none":
             return per_sentence

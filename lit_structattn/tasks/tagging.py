@@ -3,16 +3,16 @@ Kreutzer (2017) and its baselines, around
 :class:`~lit_structattn.models.easy_first.EasyFirstTagger`.
 
 Batches (from the tagging DataModules): ``words [B, T]``, ``prefixes``/``suffixes [B, T, 4]``,
-``tags [B, T]`` (0 = padding), ``lengths [B]``, ``index [B]`` (position in the split) and, for
-QE, ``aligned [B, T, A]``. The model is built in :meth:`configure_model`, once the data's
-vocabulary sizes are known (checkpoints keep them: ``load_from_checkpoint`` needs no data).
-Logs ``train/loss``, ``val/loss`` and ``{val,test}/<metric>`` (also as ``{val,test}/score``,
-which the configs' checkpointing monitors whatever the metric).
+``caps [B, T]``, ``tags [B, T]`` (0 = padding), ``lengths [B]``, ``index [B]`` (position in the
+split) and, for QE, ``aligned [B, T, A]``. Logs ``train/loss``, ``val/loss`` and
+``{val,test}/<metric>`` (also as ``{val,test}/score``, which the configs' checkpointing monitors
+whatever the metric).
 """
 
 from __future__ import annotations
 
 import inspect
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 import torch
@@ -21,9 +21,8 @@ from lightning.pytorch.plugins.precision import MixedPrecision
 
 from ..common.checks import check_choice
 from ..figures import Raindrop
-from ..layers.registry import EasyFirstAttentionName
 from ..metrics import EntityF1, F1Mult, FirstFocusShare, TokenAccuracy
-from ..models.easy_first import EasyFirstTagger, UpdateName
+from ..models.easy_first import EasyFirstOutput, EasyFirstTagger
 from .base import Task
 
 METRICS = ("accuracy", "entity_f1", "f1_mult")
@@ -34,128 +33,93 @@ class TaggingTask(Task):
     """Trains a tagger (Martins & Kreutzer: Adagrad lr 0.1, gradient clipping 5;
     ``configs/easy_first/common.yaml``).
 
+    What comes from the data: the model's ``vocab_size``, ``num_tags``, ``affix_vocab_size``
+    and (QE) ``source_vocab_size``, and the task's ``tag_names``, all linked by the CLI from the
+    DataModule's attributes of those names (:data:`~lit_structattn.lightning_cli.DATA_SIZES`,
+    :data:`~lit_structattn.lightning_cli.TASK_DATA`). They are kept in the hyper-parameters,
+    so ``TaggingTask.load_from_checkpoint`` rebuilds the model, its metrics and its loss
+    weights without the data. Built in Python, pass them yourself (``tag_names=data.tag_names``).
+
     Args:
+        model: the tagger (steps, attention, update, CRF, sizes, dropout, inputs: see
+            :class:`~lit_structattn.models.easy_first.EasyFirstTagger`).
+        tag_names: the tag of every tag id, the padding tag 0 first (``data.tag_names``); as
+            many as the model's ``num_tags``.
         metric: ``accuracy`` (POS), ``entity_f1`` (NER, conlleval-style) or ``f1_mult`` (QE).
-        steps: sketch steps: an int (0 = the BiLSTM tagger) or ``"L"`` (one per word).
-        attention: a name of ``registry.names("easy_first")``: ``csoftmax``, ``csparsemax``,
-            ``sigmoid``, ``softmax``, ``sparsemax``, ``softmax_penalty``, ``uniform``,
-            ``left_to_right``, ``right_to_left`` or ``vanilla`` (see ``EasyFirstDecoder``).
-        sketch_update: ``full`` (NEF-F) or ``single`` (NEF-S).
-        crf: a linear-chain CRF output layer instead of per-token softmax.
-        concat: output features ``[h_i; s_i]`` (False: ``s_i`` only, the ablation).
-        tag_weights: loss weight per tag name (QE: ``{"BAD": 5.0}``); others weigh 1.
-        use_affixes: prefix/suffix n-gram embeddings (the QE model has none).
-        use_capitalization: the authors' 4-way capitalization one-hot as an extra input.
+            With a ``VERB`` tag and sketch steps the test also logs the share of first sketch
+            steps that fall on a verb (``test/first_step_on_verb``).
+        tag_weights: loss weight per tag name (QE: ``{"BAD": 5.0}``); others weigh 1. The task
+            gives the model the weights by tag id (``loss_weights [K]``) with every loss.
         optimizer, lr_scheduler: see :class:`~.base.Task`. An optimizer that can fuse its step
             (Adagrad, Adam, SGD, ...) is fused on the CPU unless its ``fused`` is set
             (:meth:`configure_optimizers`).
-        Other sizes: see :class:`~lit_structattn.models.easy_first.EasyFirstTagger`.
     """
 
     def __init__(
         self,
+        model: EasyFirstTagger,
+        tag_names: list[str],
         metric: MetricName = "accuracy",
-        steps: int | str = "L",
-        attention: EasyFirstAttentionName = "csoftmax",
-        sketch_update: UpdateName = "full",
-        crf: bool = False,
-        concat: bool = True,
-        dropout: float = 0.2,
-        word_dim: int = 64,
-        affix_dim: int = 50,
-        hidden_dim: int = 50,
-        sketch_dim: int = 50,
-        preattention_dim: int = 50,
-        window: int = 2,
-        penalty: float = 1.0,
-        use_affixes: bool = True,
-        use_capitalization: bool = False,
         tag_weights: dict[str, float] | None = None,
         optimizer: OptimizerCallable = torch.optim.Adagrad,
         lr_scheduler: LRSchedulerCallable | None = None,
     ) -> None:
         super().__init__(optimizer, lr_scheduler)
         check_choice("metric", metric, METRICS)
+        tag_names = list(tag_names)
+        if len(tag_names) != model.num_tags:
+            raise ValueError(f"{len(tag_names)} tag_names for a model with num_tags="
+                             f"{model.num_tags}")
         self.save_hyperparameters()
-        self.model: EasyFirstTagger | None = None
-        self.data_sizes: dict | None = None
-        self.metrics = torch.nn.ModuleDict()
+        self.model = model
+        self.tag_names = tag_names
+        self.register_buffer("loss_weights", weights_by_id(tag_names, tag_weights),
+                             persistent=False)
+        self.metrics = torch.nn.ModuleDict({split: self._metric() for split in ("val", "test")})
+        if "VERB" in tag_names and model.decoder is not None:  # UD POS: where does it start?
+            self.metrics["test_first_verb"] = FirstFocusShare(tag_names.index("VERB"))
 
-    # ------------------------------------------------------------------ building
+    def _metric(self) -> TokenAccuracy | EntityF1 | F1Mult:
+        if self.hparams.metric == "accuracy":
+            return TokenAccuracy()
+        if self.hparams.metric == "entity_f1":
+            return EntityF1(self.tag_names)
+        return F1Mult(self.tag_names.index("OK"), self.tag_names.index("BAD"))
 
-    def configure_model(self) -> None:
-        """Build the tagger with the vocabulary sizes of ``trainer.datamodule`` (after setup) and
-        start its word embeddings from the data's pretrained vectors, if it read any
-        (``pretrained_matrix [vocab_size, word_dim]``); without a Trainer
-        (``load_from_checkpoint``) :meth:`on_load_checkpoint` builds it."""
-        if self.model is not None or self._trainer is None:
-            return
+    def setup(self, stage: str) -> None:
+        """Check the model and the tags against the set-up data; when fitting, start the word
+        embeddings from the data's pretrained vectors, if it read any (``pretrained_matrix
+        [vocab_size, word_dim]``; the weights of a checkpoint resumed from replace them).
+        Loading a checkpoint (``load_from_checkpoint``, no Trainer) reads no data."""
         data = self.trainer.datamodule
-        source_vocab = getattr(data, "source_vocab", None)
-        self._build({
-            "words": len(data.vocab), "tags": list(data.tag_vocab.tokens),
-            "affixes": len(data.affix_vocab) if self.hparams.use_affixes else 0,
-            "sources": len(source_vocab) if source_vocab is not None else 0,
-        })
-        if data.pretrained_matrix is not None:
+        if data is None:
+            return
+        self.check_vocab_size(self.model.encoder.word_embedding.num_embeddings)
+        if data.tag_names != self.tag_names:
+            raise ValueError(f"the task's tags {self.tag_names} are not the data's "
+                             f"{data.tag_names}: a checkpoint or configuration made for other "
+                             "data")
+        if stage == "fit" and data.pretrained_matrix is not None:
             self.model.encoder.init_word_embeddings(data.pretrained_matrix)
             self.print(f"pretrained vectors: {data.pretrained_found} of {len(data.vocab)} words "
                        "found")
 
-    def _build(self, sizes: dict) -> None:
-        """The tagger and metrics for the data's ``sizes``: vocabulary sizes (``words``,
-        ``affixes``, ``sources``) and the ``tags`` in id order; kept in checkpoints, so that
-        ``TaggingTask.load_from_checkpoint`` works without the data."""
-        hp = self.hparams
-        tags = sizes["tags"]
-        weights = None
-        if hp.tag_weights:
-            unknown = set(hp.tag_weights) - set(tags)
-            if unknown:
-                raise ValueError(f"tag_weights names unknown tags {sorted(unknown)}; tags: {tags}")
-            weights = [float(hp.tag_weights.get(tag, 1.0)) for tag in tags]
-        self.data_sizes = sizes
-        self.model = EasyFirstTagger(
-            sizes["words"], len(tags), sizes["affixes"], sizes["sources"],
-            word_dim=hp.word_dim, affix_dim=hp.affix_dim, hidden_dim=hp.hidden_dim,
-            use_affixes=hp.use_affixes, use_capitalization=hp.use_capitalization,
-            dropout=hp.dropout, steps=hp.steps,
-            attention=hp.attention, update=hp.sketch_update, sketch_dim=hp.sketch_dim,
-            preattention_dim=hp.preattention_dim, window=hp.window, penalty=hp.penalty,
-            concat=hp.concat, crf=hp.crf, tag_weights=weights, pad_tag=0,
-        )
-        self.metrics = torch.nn.ModuleDict({split: self._metric(tags) for split in ("val", "test")})
-        if "VERB" in tags and self.model.decoder is not None:  # UD POS: where does it start?
-            self.metrics["test_first_verb"] = FirstFocusShare(tags.index("VERB"))
-
-    def on_save_checkpoint(self, checkpoint: dict) -> None:
-        checkpoint["data_sizes"] = self.data_sizes
-
-    def on_load_checkpoint(self, checkpoint: dict) -> None:
-        if self.model is None and "data_sizes" in checkpoint:  # loaded without a Trainer
-            self._build(checkpoint["data_sizes"])
-        super().on_load_checkpoint(checkpoint)  # refuses weights of another configuration
-
-    def _metric(self, tags: list[str]):
-        if self.hparams.metric == "accuracy":
-            return TokenAccuracy()
-        if self.hparams.metric == "entity_f1":
-            return EntityF1(tags)
-        return F1Mult(tags.index("OK"), tags.index("BAD"))
-
     # ------------------------------------------------------------------ steps
 
-    def forward(self, batch: dict[str, torch.Tensor]):
-        """The model's :class:`~lit_structattn.models.easy_first.EasyFirstOutput` for ``batch``."""
-        affixes = self.hparams.use_affixes
-        return self.model(
-            batch["words"], batch["lengths"],
-            batch["prefixes"] if affixes else None, batch["suffixes"] if affixes else None,
-            batch.get("aligned"), caps=batch["caps"] if self.hparams.use_capitalization else None,
-        )
+    def forward(self, batch: dict[str, torch.Tensor]) -> EasyFirstOutput:
+        """The model's :class:`~lit_structattn.models.easy_first.EasyFirstOutput` for ``batch``
+        (its encoder reads the affixes, capitalization and aligned source words only when its
+        options ask for them)."""
+        return self.model(batch["words"], batch["lengths"], batch["prefixes"], batch["suffixes"],
+                          batch.get("aligned"), caps=batch["caps"])
+
+    def loss(self, outputs: EasyFirstOutput, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The model's mean sentence loss of ``batch``'s gold tags, weighted by ``tag_weights``."""
+        return self.model.loss(outputs, batch["tags"], batch["lengths"],
+                               tag_weights=self.loss_weights)
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        loss = self.model.loss(self(batch), batch["tags"], batch["lengths"])
+        loss = self.loss(self(batch), batch)
         self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["words"]))
         return loss
 
@@ -163,7 +127,7 @@ class TaggingTask(Task):
         outputs = self(batch)
         size = len(batch["words"])
         if split == "val":
-            loss = self.model.loss(outputs, batch["tags"], batch["lengths"])
+            loss = self.loss(outputs, batch)
             self.log("val/loss", loss, sync_dist=True, batch_size=size)
         prediction = self.model.predict(outputs, batch["lengths"])
         metric = self.metrics[split]
@@ -193,7 +157,7 @@ class TaggingTask(Task):
             steps = int(outputs.steps[b])
             records.append({
                 "words": list(split.sentences[index].words),
-                "prediction": [data.tag_vocab.tokens[t] for t in prediction[b, :length].tolist()],
+                "prediction": [self.tag_names[t] for t in prediction[b, :length].tolist()],
                 "attention": [[round(w, 5) for w in row]
                               for row in outputs.attention[b, :steps, :length].tolist()],
             })
@@ -213,7 +177,7 @@ class TaggingTask(Task):
             sentence = sentences[int(batch["index"][b])]
             steps, length = int(outputs.steps[b]), int(batch["lengths"][b])
             figures.append((f"raindrop/example_{b}", Raindrop(
-                f"{self.hparams.attention} attention per sketch step",
+                f"{self.model.decoder.attention} attention per sketch step",
                 outputs.attention[b, :steps, :length], sentence.words)))
         return figures
 
@@ -238,3 +202,19 @@ def fusable(optimizer: OptimizerCallable) -> bool:
     if configured is not None:
         return "fused" in configured and configured["fused"] is None
     return "fused" in inspect.signature(optimizer).parameters
+
+
+def weights_by_id(tag_names: Sequence[str],
+                  tag_weights: Mapping[str, float] | None) -> torch.Tensor | None:
+    """``[K]`` the loss weight of every tag id from ``tag_weights`` given by tag name (1 for the
+    tags it does not name); None without ``tag_weights``."""
+    if not tag_weights:
+        return None
+    unknown = set(tag_weights) - set(tag_names)
+    if unknown:
+        raise ValueError(f"tag_weights names unknown tags {sorted(unknown)}; tags: "
+                         f"{list(tag_names)}")
+    weights = [float(tag_weights.get(tag, 1.0)) for tag in tag_names]
+    if any(w <= 0 for w in weights):
+        raise ValueError(f"tag_weights must be positive, got {dict(tag_weights)}")
+    return torch.tensor(weights)
