@@ -188,10 +188,6 @@ class TaggingDataset(Dataset):
     def __getitem__(self, index: int) -> EncodedSentence:
         return self.items[index]
 
-    @property
-    def num_tokens(self) -> int:
-        return sum(self.lengths)
-
 
 def collate_tagged(items: Sequence[EncodedSentence]) -> dict[str, torch.Tensor]:
     """Pad encoded sentences into a batch of long tensors (padding id 0), trimmed to the batch's

@@ -90,7 +90,7 @@ def test_shapes():
     out = make_tagger(steps="L")(**batch)
     assert out.attention.shape == (4, 7, 9)
     assert out.steps.tolist() == LENGTHS
-    assert out.cumulative_attention.shape == (4, 7, 9)
+    assert out.attention.cumsum(1).shape == (4, 7, 9)
 
 
 @pytest.mark.parametrize("steps", [3, "L"])
@@ -136,7 +136,7 @@ def test_constrained_evenness(attention, update, steps, scale):
     with torch.no_grad():
         model.decoder.v.weight.mul_(scale)  # sharper scores: the bounds become active
         out = model(**batch)
-    beta = out.cumulative_attention
+    beta = out.attention.cumsum(1)
     before = torch.cat([torch.zeros_like(beta[:, :1]), beta[:, :-1]], dim=1)  # beta^{n-1}
     assert torch.all(out.attention <= (1 - before).clamp_min(0) + 1e-5)
     assert float(beta.max()) <= 1 + 1e-5
@@ -154,7 +154,7 @@ def test_csparsemax_bounds_bind_and_give_sparse_steps():
     with torch.no_grad():
         model.decoder.v.weight.mul_(20.0)
         out = model(**batch)
-    att, beta = out.attention, out.cumulative_attention
+    att, beta = out.attention, out.attention.cumsum(1)
     assert int((att[out.mask[:, None, :].expand_as(att)] == 0).sum()) > 0
     covered = torch.cat([torch.zeros_like(beta[:, :1]), beta[:, :-1]], dim=1) >= 1 - 1e-6
     assert covered.any() and torch.all(att[covered] <= 1e-5)

@@ -101,7 +101,8 @@ def test_split_sizes_match_source_md(request, name, expected):
     train = module.datasets["train"]
     assert len(train) + module.dropped_train == expected["train"][0]
     for split in ("val", "test"):
-        assert (len(module.datasets[split]), module.datasets[split].num_tokens) == expected[split]
+        dataset = module.datasets[split]
+        assert (len(dataset), sum(dataset.lengths)) == expected[split]
 
 
 def test_ud_tags_and_skipped_lines(ud):

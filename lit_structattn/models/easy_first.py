@@ -106,11 +106,6 @@ class EasyFirstOutput:
     steps: Tensor
     sketches: Tensor | None = None
 
-    @property
-    def cumulative_attention(self) -> Tensor:
-        """``[B, N_max, T]`` ``beta^n`` after every step."""
-        return self.attention.cumsum(1)
-
 
 class EasyFirstDecoder(nn.Module):
     """The sketch steps of Alg. 2 over encoder states.
