@@ -90,7 +90,6 @@ def test_shapes():
     out = make_tagger(steps="L")(**batch)
     assert out.attention.shape == (4, 7, 9)
     assert out.steps.tolist() == LENGTHS
-    assert out.attention.cumsum(1).shape == (4, 7, 9)
 
 
 @pytest.mark.parametrize("steps", [3, "L"])
