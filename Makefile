@@ -10,11 +10,16 @@ TABLE ?= tree_transduction
 BUDGET ?= cpu
 SEEDS ?= 3
 
-.PHONY: install demo reproduce test bench lint clean
+# The lowest versions pyproject.toml declares for the CLI's two libraries (checked by CI).
+LIGHTNING_LOW ?= 2.5.5
+JSONARGPARSE_LOW ?= 4.44.0
+LOW_VENV := .make/lower-bounds
+
+.PHONY: install demo reproduce test test-lower-bounds bench lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -c "import torch" 2>/dev/null || $(PYTHON) -m pip install "torch==$(TORCH_CPU)"
-	$(PYTHON) -m pip install -e ".[dev,bench]"
+	$(PYTHON) -m pip install -e ".[dev,bench,translation]"
 	mkdir -p $(dir $@) && touch $@
 
 install: $(STAMP)
@@ -29,6 +34,13 @@ reproduce: install  ## maintainers: TABLE=... BUDGET=... SEEDS=...; updates repo
 
 test: install  ## the test suite
 	$(PYTHON) -m pytest
+
+test-lower-bounds: install  ## the CLI tests with the lowest lightning and jsonargparse declared
+	$(PYTHON) -m venv --system-site-packages $(LOW_VENV)
+	$(LOW_VENV)/bin/python -m pip install --quiet "lightning==$(LIGHTNING_LOW)" \
+		"jsonargparse[signatures]==$(JSONARGPARSE_LOW)"
+	PYTHONPATH=$(CURDIR) $(LOW_VENV)/bin/python -m pytest -q -m "not slow" tests/test_cli.py \
+		tests/test_task_choices.py tests/test_golden.py
 
 bench: install  ## speed against the peers; writes reports/bench_*.md
 	$(PYTHON) -m bench.transforms

@@ -13,6 +13,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from lit_structattn.common.optional import optional_import
+
 from .files import atomic_path
 
 Links = set[tuple[int, int]]
@@ -29,7 +31,7 @@ def align(
     Returns:
         one set of ``(i, j)`` links per pair (``i`` indexes the source tokens).
     """
-    import eflomal
+    eflomal = optional_import("eflomal", "translation")
 
     if not pairs:
         return []

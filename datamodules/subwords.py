@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from lit_structattn.common.constants import BOS_ID, EOS_ID, PAD_ID, SEQUENCE_SPECIALS, UNK
+from lit_structattn.common.optional import optional_import
 
 from .vocabulary import Vocabulary, content_ids
 
@@ -32,14 +33,15 @@ class Subwords:
     """
 
     def __init__(self, model_file: str | Path, src_lang: str, tgt_lang: str) -> None:
-        import sentencepiece
-        from sacremoses import MosesDetokenizer, MosesTokenizer
+        sentencepiece = optional_import("sentencepiece", "translation")
+        moses = optional_import("sacremoses", "translation")
 
         self.model_file = Path(model_file)
         self.src_lang, self.tgt_lang = src_lang, tgt_lang
         self.processor = sentencepiece.SentencePieceProcessor(model_file=str(model_file))
-        self._tokenizers = {lang: MosesTokenizer(lang=lang) for lang in (src_lang, tgt_lang)}
-        self._detokenizers = {lang: MosesDetokenizer(lang=lang) for lang in (src_lang, tgt_lang)}
+        self._tokenizers = {lang: moses.MosesTokenizer(lang=lang) for lang in (src_lang, tgt_lang)}
+        self._detokenizers = {lang: moses.MosesDetokenizer(lang=lang)
+                              for lang in (src_lang, tgt_lang)}
         self.target_words: TargetWords | None = None  # set for word-level targets
 
     def __len__(self) -> int:
@@ -61,7 +63,7 @@ class Subwords:
         ``{model_prefix}.model`` (with its ``.vocab``). Both are written in a scratch folder
         and moved into place, the model last, so a process that finds the model file (another
         DDP rank, a parallel run sharing the cache) never reads half of it."""
-        import sentencepiece
+        sentencepiece = optional_import("sentencepiece", "translation")
 
         model_prefix = Path(model_prefix)
         model_prefix.parent.mkdir(parents=True, exist_ok=True)
@@ -131,10 +133,9 @@ class TargetWords(Vocabulary):
     """
 
     def __init__(self, tokens: Sequence[str], lang: str) -> None:
-        from sacremoses import MosesDetokenizer
-
+        moses = optional_import("sacremoses", "translation")
         super().__init__(tokens, specials=SEQUENCE_SPECIALS)
-        self._detokenizer = MosesDetokenizer(lang=lang)
+        self._detokenizer = moses.MosesDetokenizer(lang=lang)
 
     @classmethod
     def from_tokenized(cls, sentences: Iterable[list[str]], size: int, lang: str) -> TargetWords:
@@ -161,9 +162,8 @@ def cached_subwords(cache_dir: Path, train_pairs: Sequence[tuple[str, str]], src
     prefix = cache_dir / f"bpe-{src_lang}-{tgt_lang}-{bpe_size}-{digest.hexdigest()[:16]}"
     model = prefix.with_suffix(".model")
     if not model.is_file():
-        from sacremoses import MosesTokenizer
-
-        tokenizers = [MosesTokenizer(lang=src_lang), MosesTokenizer(lang=tgt_lang)]
+        moses = optional_import("sacremoses", "translation")
+        tokenizers = [moses.MosesTokenizer(lang=src_lang), moses.MosesTokenizer(lang=tgt_lang)]
         text = io.StringIO()
         for src, tgt in train_pairs:
             text.write(Subwords.moses(tokenizers[0], src) + "\n")

@@ -42,6 +42,7 @@ from torch.utils.data import DataLoader
 
 from lit_structattn.common.checks import check_choice
 from lit_structattn.common.constants import BOS_ID, EOS_ID
+from lit_structattn.common.optional import optional_import
 
 from .alignment import Links, cached_links
 from .batching import EncodedItems, seq2seq_batch
@@ -195,6 +196,10 @@ class TranslationDataModule(SplitDataModule):
             raise ValueError("fertility_strategy guided/predicted needs subword sources and "
                              "targets (the fertilities come from subword alignments)")
         check_choice("fertility_strategy", fertility_strategy, FERTILITIES)
+        needed = ("sentencepiece", "sacremoses") + (("eflomal",) if fertility_strategy
+                                                     != "constant" else ())
+        for module in needed:  # the translation extra, before any data is read
+            optional_import(module, "translation")
         if len(prefixes) != 3:
             raise ValueError(f"prefixes must name the train, val and test files, got {prefixes}")
         self.save_hyperparameters()

@@ -3,6 +3,8 @@ detokenization and bad input; on a generated corpus, and on Multi30k when it is 
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 
@@ -285,3 +287,15 @@ def test_hub_rows_become_pairs(monkeypatch, tmp_path):
     assert dm.datasets["test"].pairs == [("Ein Kind.", "A child.")]
     assert dm.datasets["val"].pairs == [("Die Katze schläft.", "The cat sleeps.")]
     assert len(dm.datasets["train"]) == 30 and len(list(tmp_path.glob("*.model"))) == 1
+
+
+@pytest.mark.parametrize(("missing", "strategy"), [("sentencepiece", "constant"),
+                                                   ("sacremoses", "constant"),
+                                                   ("eflomal", "guided")])
+def test_a_missing_translation_extra_is_named(monkeypatch, missing, strategy):
+    """Translation's tokenizers and aligner come with the ``translation`` extra: without one,
+    the DataModule says which extra to install before it reads any data."""
+    monkeypatch.setitem(sys.modules, missing, None)  # import fails as if not installed
+    with pytest.raises(ImportError, match=rf"{missing} is not installed: it comes with the "
+                       r"'translation' extra, pip install 'lit_structattn\[translation\]'"):
+        TranslationDataModule(data_dir="/nonexistent", fertility_strategy=strategy)

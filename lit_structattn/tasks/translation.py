@@ -30,6 +30,7 @@ from torchmetrics import MeanMetric
 from datamodules.vocabulary import content_ids
 
 from ..common.constants import EOS
+from ..common.optional import optional_import
 from ..fertility_training import give_predicted_fertilities, train_fertility_predictor
 from ..figures import AttentionMap
 from ..metrics.translation import bleu_chrf, drop_alignments, drop_score, rep_score
@@ -103,6 +104,8 @@ class TranslationTask(Task):
         drop_score: bool = True,
     ) -> None:
         super().__init__(optimizer, lr_scheduler)
+        if drop_score:  # its word aligner comes with the translation extra
+            optional_import("eflomal", "translation")
         self.save_hyperparameters()
         self.model = model
         self.nll = torch.nn.ModuleDict({split: MeanMetric() for split in ("val", "test")})
