@@ -35,12 +35,17 @@ _GZIP_MAGIC = b"\x1f\x8b"
 
 
 def data_root() -> Path:
-    """The folder of the shared datasets: ``$STRUCTATTN_DATA`` if set (and non-empty), else the
-    ``shared/data`` folder next to the repository (``<repo>/../shared/data``). It may not exist."""
+    """The folder of the datasets: ``$STRUCTATTN_DATA`` if set (and non-empty); else, when the
+    package runs from a source checkout, the ``shared/data`` folder beside it
+    (``<repo>/../shared/data``); else (a pip install) ``data`` in :func:`cache_root`. Never a
+    folder relative to ``site-packages``. It may not exist."""
     value = os.environ.get(DATA_ENV_VAR, "").strip()
     if value:
         return Path(value).expanduser()
-    return Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+    checkout = Path(__file__).resolve().parent.parent
+    if (checkout / "pyproject.toml").is_file():
+        return checkout.parent / "shared" / "data"
+    return cache_root() / "data"
 
 
 def cache_root() -> Path:

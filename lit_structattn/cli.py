@@ -3,8 +3,13 @@
     structattn fit --config configs/demo/needle.yaml
     structattn test --config configs/demo/needle.yaml --ckpt_path last
     structattn fit --print_config --config configs/demo/needle.yaml
+    structattn experiments                       # every table row, by name
+    structattn fit --experiment tree_transduction/structured
     structattn reproduce tree_transduction --budget cpu --seeds 3
     structattn --version
+
+The configs ship with the package: from any folder, ``--config configs/...`` reads the shipped
+file when there is none of that name here (:mod:`lit_structattn.experiments`).
 
 Models and data are chosen in the config by ``class_path`` (e.g.
 ``lit_structattn.tasks.SequenceClassifier`` and ``datamodules.NeedleDataModule``).
@@ -29,6 +34,7 @@ from argparse import ArgumentError
 
 import lightning as L
 
+from . import experiments
 from .allocator import steady_allocator
 from .interruption import FitInterrupted
 from .lightning_cli import build_cli
@@ -50,7 +56,10 @@ def main(args: list[str] | None = None) -> None:
 
             reproduce(args[1:])
             return
-        build_cli(args)
+        if args and args[0] == "experiments":
+            experiments.main(args[1:])
+            return
+        build_cli(experiments.expand(args))
     except FitInterrupted as interrupted:
         print(f"structattn: {interrupted}", file=sys.stderr)
         sys.exit(130)

@@ -36,6 +36,8 @@ TASK_DATA = ("tag_names",)
 
 REPRODUCE_HELP = ("Train, test and report the rows of a paper's table over seeds (budgets ci, "
                   "demo, cpu, paper; see structattn reproduce --help).")
+EXPERIMENTS_HELP = ("List the experiments (every table row, by name) or show one; run one with "
+                    "structattn fit --experiment NAME.")
 
 
 def package_version() -> str:
@@ -48,8 +50,8 @@ def package_version() -> str:
 
 class StructAttnCLI(LightningCLI):
     """LightningCLI whose parsers take options by their full name only, raise their errors to
-    :func:`main` (which words them) and list ``--version``, ``--debug`` and ``reproduce``,
-    with three changes to ``--ckpt_path``.
+    :func:`main` (which words them) and list ``--version``, ``--debug``, ``reproduce`` and
+    ``experiments``, with three changes to ``--ckpt_path``.
 
     * ``last`` and ``best`` name the newest ``last.ckpt`` under ``trainer.default_root_dir``
       and the best checkpoint recorded in it, in any process (Lightning resolves them only
@@ -74,8 +76,8 @@ class StructAttnCLI(LightningCLI):
         return super().init_parser(**kwargs)
 
     def setup_parser(self, add_subcommands: bool, main_kwargs: dict, subparser_kwargs: dict):
-        """Lightning's parser, with ``--version``, ``--debug`` and ``reproduce`` in its help
-        (``reproduce`` and ``--debug`` are handled by :func:`main` before it parses)."""
+        """Lightning's parser, with ``--version``, ``--debug``, ``reproduce`` and ``experiments``
+        in its help (handled by :func:`main` before it parses)."""
         main_kwargs.setdefault("prog", "structattn")
         super().setup_parser(add_subcommands, main_kwargs, subparser_kwargs)
         self.parser.add_argument("--version", action="version",
@@ -83,8 +85,10 @@ class StructAttnCLI(LightningCLI):
         self.parser.add_argument("--debug", action="store_true",
                                  help="show the traceback of an error (also STRUCTATTN_DEBUG=1)")
         if add_subcommands:
-            self.parser._subcommands_action.add_subcommand(
-                "reproduce", ArgumentParser(description=REPRODUCE_HELP), help=REPRODUCE_HELP)
+            for name, text in (("reproduce", REPRODUCE_HELP),
+                               ("experiments", EXPERIMENTS_HELP)):
+                self.parser._subcommands_action.add_subcommand(
+                    name, ArgumentParser(description=text), help=text)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         """Link the sizes a task's model takes from the data (:data:`DATA_SIZES`) and what

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import yaml
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"  # shipped with the package
 TABLE_FILES = CONFIGS / "tables"
 BUDGETS = ("ci", "demo", "cpu", "paper")
 
