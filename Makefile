@@ -15,7 +15,9 @@ LIGHTNING_LOW ?= 2.5.5
 JSONARGPARSE_LOW ?= 4.44.0
 LOW_VENV := .make/lower-bounds
 
-.PHONY: install demo reproduce test test-lower-bounds bench lint clean
+WHEEL_VENV := .make/wheel-venv
+
+.PHONY: install demo reproduce test test-lower-bounds test-wheel bench lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -c "import torch" 2>/dev/null || $(PYTHON) -m pip install "torch==$(TORCH_CPU)"
@@ -41,6 +43,18 @@ test-lower-bounds: install  ## the CLI tests with the lowest lightning and jsona
 		"jsonargparse[signatures]==$(JSONARGPARSE_LOW)"
 	PYTHONPATH=$(CURDIR) $(LOW_VENV)/bin/python -m pytest -q -m "not slow" tests/test_cli.py \
 		tests/test_task_choices.py tests/test_golden.py
+
+test-wheel: install  ## the built wheel in a fresh venv, run from an empty folder
+	rm -rf $(WHEEL_VENV) .make/dist
+	$(PYTHON) -m pip wheel --quiet --no-deps --no-build-isolation -w .make/dist .
+	$(PYTHON) -m venv --system-site-packages $(WHEEL_VENV)
+	$(WHEEL_VENV)/bin/python -m pip install --quiet --no-deps .make/dist/lit_structattn-*.whl
+	cd "$$(mktemp -d)" && PATH="$(abspath $(WHEEL_VENV))/bin:$$PATH" sh -ec '\
+		python -c "import lit_structattn as p; assert \"wheel-venv\" in p.__file__, p.__file__"; \
+		structattn experiments > experiments.txt; \
+		grep -q "tree_transduction/structured" experiments.txt; \
+		structattn reproduce tree_transduction --budget ci --seeds 1; \
+		test -f runs/reproduce/tree_transduction.md'
 
 bench: install  ## speed against the peers; writes reports/bench_*.md
 	$(PYTHON) -m bench.transforms
