@@ -81,7 +81,7 @@ def test_print_config_and_unknown_transform(tmp_path):
 def test_help_version_and_no_abbreviations(tmp_path):
     shown = structattn("--help", cwd=tmp_path)
     assert shown.returncode == 0
-    assert "{fit,validate,test,predict,reproduce}" in shown.stdout
+    assert "{fit,validate,test,predict,reproduce,experiments}" in shown.stdout
     assert "--version" in shown.stdout and "--debug" in shown.stdout
     assert "LightningCLI's args parameter" not in shown.stderr
     printed = structattn("--version", cwd=tmp_path)
