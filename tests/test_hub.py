@@ -72,7 +72,8 @@ def source_for(mode: str, monkeypatch, root: Path, repo: str) -> tuple[str, list
 
 
 def one_batch(module) -> dict:
-    """``setup()`` and the first training batch."""
+    """``setup()`` and the first training batch (every split here is a whole number of
+    batches, so any batch is full)."""
     module.setup("fit")
     return next(iter(module.train_dataloader()))
 
@@ -104,7 +105,7 @@ def test_ud_pos_hub_branch(monkeypatch, tmp_path, mode):
     features = Features({"idx": Value("string"), "tokens": Sequence(Value("string")),
                          "upos": Sequence(ClassLabel(names=UPOS))})
     rows = [{"idx": "s1", "tokens": ["I", "don't", "do", "n't", "know", "."],
-             "upos": [11, 13, 17, 7, 16, 1]}] * 3
+             "upos": [11, 13, 17, 7, 16, 1]}] * 4
     root = write_export(tmp_path / "export", "en_ewt", features,
                         {split: rows for split in HUB_SPLITS})
     name, calls = source_for(mode, monkeypatch, root,
@@ -132,7 +133,7 @@ def test_word_qe_hub_branch(monkeypatch, tmp_path, mode):
            "alignments": [[0, 0], [1, 1], [2, 2], [3, 3]]}
     no_tags = dict(row, src_tags=[], mt_tags=[])  # the hub's test split has no tags
     root = write_export(tmp_path / "export", "en-de", features,
-                        {"train": [row] * 3, "validation": [row] * 2, "test": [no_tags] * 2})
+                        {"train": [row] * 4, "validation": [row] * 2, "test": [no_tags] * 2})
     name, calls = source_for(mode, monkeypatch, root, "wmt/wmt20_mlqe_task2")
     module = WordQEDataModule(hub_name=name, hub_config="en-de", batch_size=2)
     with pytest.warns(UserWarning, match="test split serves the validation data"):
