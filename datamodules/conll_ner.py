@@ -124,8 +124,11 @@ class CoNLLNERDataModule(TaggingDataModule):
         encoding: the files' codec, ``"utf-8"`` by default (CoNLL-2003 and NLTK's CoNLL-2002,
             the shared copies); ``"latin-1"`` for the original CoNLL-2002 distribution. Never
             guessed: a byte that does not decode is an error naming file, line and offset.
-        hub_name, hub_config: e.g. ``"conll2003"`` or ``"conll2002"``, ``"es"`` (columns
-            ``tokens`` and ``ner_tags``), used only when ``data_dir`` is None.
+        hub_name, hub_config: ``"eriktks/conll2003"`` (no config) or ``"eriktks/conll2002"``,
+            ``"es"``, read from their parquet exports (the old names ``conll2003`` and
+            ``conll2002`` are loading scripts, refused by ``datasets`` >= 4; see
+            :mod:`datamodules.hub`); columns ``tokens`` and ``ner_tags`` (ClassLabel ids or
+            strings). Used only when ``data_dir`` is None.
         max_train_length: as in :class:`~datamodules.tagging.TaggingDataModule` (default 50 as
             in the paper; on Spanish this cut-off costs about 2 F1 — pass None to keep all).
         Others: see :class:`~datamodules.tagging.TaggingDataModule`.

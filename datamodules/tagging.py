@@ -250,9 +250,12 @@ class TaggingDataModule(SplitDataModule):
     Args:
         data_dir: the folder of the dataset's files. If None and ``hub_name`` is None, the
             dataset's default folder under :func:`~datamodules.files.data_root`.
-        hub_name, hub_config: a Hugging Face dataset, used only when ``data_dir`` is None.
-            Offline (``HF_HUB_OFFLINE``/``HF_DATASETS_OFFLINE``, or no network) this fails fast
-            with :class:`HubUnavailableError` unless the dataset is in the local cache.
+        hub_name, hub_config: a Hugging Face dataset (or a local folder laid out like its
+            parquet export), used only when ``data_dir`` is None; :mod:`datamodules.hub` lists
+            the names that load with ``datasets`` >= 4. Offline (``HF_HUB_OFFLINE``/
+            ``HF_DATASETS_OFFLINE``, or no network) this fails fast with
+            :class:`HubUnavailableError` unless the dataset is in the local cache; a
+            loading-script or unknown name fails with an error that says so.
         batch_size: sentences per batch.
         bucket_batches: training batches sorted by length together (1 = no bucketing);
             evaluation batches are drawn from the whole split sorted by length.

@@ -123,9 +123,11 @@ class TranslationDataModule(SplitDataModule):
     Args:
         data_dir: the corpus folder; default ``<data_root>/multi30k_en_de`` (unless
             ``hub_name`` is given).
-        hub_name, hub_config: a Hugging Face translation dataset (e.g. ``"iwslt2017"``,
-            ``"iwslt2017-de-en"``; rows with a ``translation`` dict or one column per language;
-            splits train / validation / test), used only when ``data_dir`` is None.
+        hub_name, hub_config: a Hugging Face translation dataset (e.g. ``"IWSLT/iwslt2017"``,
+            ``"iwslt2017-de-en"``, read from its parquet export: the old name ``iwslt2017`` is
+            a loading script, refused by ``datasets`` >= 4; see :mod:`datamodules.hub`); rows
+            with a ``translation`` dict or one column per language; splits train / validation
+            / test. Used only when ``data_dir`` is None.
         src_lang, tgt_lang: the translation direction (file suffixes and Moses languages).
         prefixes: file prefixes of the train, val and test splits.
         bpe_size: the joint BPE vocabulary size (sentencepiece may stop short on tiny corpora).

@@ -122,8 +122,11 @@ class UDPOSDataModule(TaggingDataModule):
         train_file, val_file, test_file: CoNLL-U file names in ``data_dir`` (plain or ``.gz``).
         encoding: of the files (CoNLL-U is UTF-8, the default); strict, see
             :func:`~datamodules.files.open_text`.
-        hub_name, hub_config: e.g. ``"universal_dependencies"``, ``"en_ewt"`` (columns
-            ``tokens`` and ``upos``), used only when ``data_dir`` is None.
+        hub_name, hub_config: ``"universal-dependencies/universal_dependencies"``,
+            ``"en_ewt"`` (any treebank config), read from its parquet export (the old name
+            ``universal_dependencies`` is a loading script, refused by ``datasets`` >= 4; see
+            :mod:`datamodules.hub`); columns ``tokens`` and ``upos`` (ClassLabel ids or
+            strings). Used only when ``data_dir`` is None.
         Others: see :class:`~datamodules.tagging.TaggingDataModule`.
 
     Batches: ``words [B, T]``, ``prefixes [B, T, 4]``, ``suffixes [B, T, 4]``, ``tags [B, T]``

@@ -104,9 +104,11 @@ class WordQEDataModule(TaggingDataModule):
         train_prefix, val_prefix, test_prefix: file-name stems of the splits. A test split
             without a ``.tags`` file is replaced by the validation split (with a warning).
         encoding: of the files (default UTF-8; strict, see :func:`~datamodules.files.open_text`).
-        hub_name, hub_config: e.g. ``"wmt/wmt20_mlqe_task2"``, ``"en-de"`` (columns
-            ``translation`` {src, tgt}, ``mt_tags`` with or without gap tags, ``alignments``),
-            used only when ``data_dir`` is None.
+        hub_name, hub_config: ``"wmt/wmt20_mlqe_task2"``, ``"en-de"``, read from its parquet
+            export (its ``main`` is a loading script, refused by ``datasets`` >= 4; see
+            :mod:`datamodules.hub`); columns ``translation`` {src, tgt}, ``mt_tags``
+            (ClassLabel ``BAD``/``OK``, with or without gap tags), ``alignments``. Used only
+            when ``data_dir`` is None.
         max_train_length: counts MT words.
         Others: see :class:`~datamodules.tagging.TaggingDataModule`. The BAD weight of the loss
         is the task's (``tag_weights`` of :class:`~lit_structattn.tasks.TaggingTask`), not the
