@@ -74,9 +74,9 @@ class AttentionFigures(L.Callback):
 
 class HparamsMetric(L.Callback):
     """TensorBoard's HParams view shows ``best/<monitor>``, the best value so far of the metric
-    that the first monitoring ``ModelCheckpoint`` monitors (logged after every training epoch),
-    in place of the TensorBoard logger's placeholder ``hp_metric = -1``. Does nothing without
-    a TensorBoard logger or a monitoring checkpoint."""
+    that the first monitoring ``ModelCheckpoint`` monitors (logged at every epoch's start and at
+    the end of the fit), in place of the TensorBoard logger's placeholder ``hp_metric = -1``.
+    Does nothing without a TensorBoard logger or a monitoring checkpoint."""
 
     def __init__(self) -> None:
         self._hparams_logged = False
@@ -89,7 +89,16 @@ class HparamsMetric(L.Callback):
             logger._default_hp_metric = False
         self._hparams_logged = False
 
-    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._log_best(trainer)
+
+    def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._log_best(trainer)
+
+    def _log_best(self, trainer: L.Trainer) -> None:
+        """Log the checkpoint's best score so far, once known (the checkpoint records an
+        epoch's score after every other callback's ``on_train_epoch_end``: it is read at the
+        next epoch's start and at the end of the fit)."""
         logger, checkpoint = tensorboard_logger(trainer), monitored_checkpoint(trainer)
         if logger is None or checkpoint is None or checkpoint.best_model_score is None:
             return
