@@ -19,7 +19,8 @@ CONFIGS = ROOT / "configs" / "tree_transduction"
 
 
 def structattn(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests")}  # for the crashing callback
+    # this checkout's package (not an installed one) and tests/ (for the crashing callback)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
     return subprocess.run(
         [sys.executable, "-m", "lit_structattn.cli", *args],
         cwd=cwd, capture_output=True, text=True, timeout=600, env=env,
