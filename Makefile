@@ -42,7 +42,7 @@ test-lower-bounds: install  ## the CLI tests with the lowest lightning and jsona
 	$(LOW_VENV)/bin/python -m pip install --quiet "lightning==$(LIGHTNING_LOW)" \
 		"jsonargparse[signatures]==$(JSONARGPARSE_LOW)"
 	PYTHONPATH=$(CURDIR) $(LOW_VENV)/bin/python -m pytest -q -m "not slow" tests/test_cli.py \
-		tests/test_task_choices.py tests/test_golden.py
+		tests/test_task_choices.py tests/test_golden.py tests/test_callbacks.py
 
 test-wheel: install  ## the built wheel in a fresh venv, run from an empty folder
 	rm -rf $(WHEEL_VENV) .make/dist
