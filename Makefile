@@ -46,7 +46,7 @@ test-lower-bounds: install  ## the CLI tests with the lowest lightning and jsona
 
 test-wheel: install  ## the built wheel in a fresh venv, run from an empty folder
 	rm -rf $(WHEEL_VENV) .make/dist
-	$(PYTHON) -m pip wheel --quiet --no-deps --no-build-isolation -w .make/dist .
+	$(PYTHON) -m pip wheel --quiet --no-deps -w .make/dist .
 	$(PYTHON) -m venv --system-site-packages $(WHEEL_VENV)
 	$(WHEEL_VENV)/bin/python -m pip install --quiet --no-deps .make/dist/lit_structattn-*.whl
 	cd "$$(mktemp -d)" && PATH="$(abspath $(WHEEL_VENV))/bin:$$PATH" sh -ec '\
