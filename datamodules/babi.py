@@ -187,9 +187,7 @@ class BabiDataModule(SplitDataModule):
     @property
     def vocab_size(self) -> int:
         """The size of the vocabulary of the training questions (read when asked for)."""
-        if self.vocab is None:
-            self.setup("fit")
-        return len(self.vocab)
+        return len(self.set_up().vocab)
 
     @property
     def memory_size(self) -> int:

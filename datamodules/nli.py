@@ -295,9 +295,7 @@ class NLIDataModule(SplitDataModule):
     @property
     def vocab_size(self) -> int:
         """The size of the vocabulary (read from the splits when asked for)."""
-        if self.vocab is None:
-            self.setup("fit")
-        return len(self.vocab)
+        return len(self.set_up().vocab)
 
     @property
     def num_classes(self) -> int:

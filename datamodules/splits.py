@@ -36,6 +36,13 @@ class SplitDataModule(L.LightningDataModule):
 
     collate: Callable[[list], dict] | None = None
 
+    def set_up(self) -> SplitDataModule:
+        """This DataModule with its ``vocab``: :meth:`setup` runs now if it has not built it
+        yet. The sizes the CLI links into the model (read before any setup) ask for it."""
+        if getattr(self, "vocab", None) is None:
+            self.setup("fit")
+        return self
+
     def _batch_size(self, shuffle: bool) -> int:
         """Sentences per batch (``shuffle``: for training)."""
         return self.hparams.batch_size

@@ -413,32 +413,26 @@ class TaggingDataModule(SplitDataModule):
     # links each into the argument of the same name when it instantiates the classes, before
     # any setup, so asking for one sets the data up (the vocabularies come from the splits).
 
-    def _set_up(self) -> TaggingDataModule:
-        """This DataModule after :meth:`setup` (run now if it has not been)."""
-        if self.vocab is None:
-            self.setup("fit")
-        return self
-
     @property
     def vocab_size(self) -> int:
         """The size of ``vocab`` (0 = pad, 1 = unk): the tagger's word embeddings."""
-        return len(self._set_up().vocab)
+        return len(self.set_up().vocab)
 
     @property
     def affix_vocab_size(self) -> int:
         """The size of ``affix_vocab``: the tagger's prefix and suffix embeddings."""
-        return len(self._set_up().affix_vocab)
+        return len(self.set_up().affix_vocab)
 
     @property
     def num_tags(self) -> int:
         """The size of ``tag_vocab`` (with the padding tag 0): the tagger's output layer."""
-        return len(self._set_up().tag_vocab)
+        return len(self.set_up().tag_vocab)
 
     @property
     def tag_names(self) -> list[str]:
         """The tag of every id of ``tag_vocab``, ``<pad>`` (0) first: what the task's metrics
         and per-tag loss weights read."""
-        return list(self._set_up().tag_vocab.tokens)
+        return list(self.set_up().tag_vocab.tokens)
 
 
 def sentences_from_columns(

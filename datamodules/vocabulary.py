@@ -94,9 +94,7 @@ class SharedVocabularySizes:
 
     @property
     def src_vocab(self) -> int:
-        if self.vocab is None:
-            self.setup("fit")
-        return len(self.vocab)
+        return len(self.set_up().vocab)
 
     @property
     def tgt_vocab(self) -> int:

@@ -201,4 +201,4 @@ class WordQEDataModule(TaggingDataModule):
     def source_vocab_size(self) -> int:
         """The size of ``source_vocab``: the tagger's aligned-source-word embeddings (linked by
         the CLI like the sizes of :class:`~datamodules.tagging.TaggingDataModule`)."""
-        return len(self._set_up().source_vocab)
+        return len(self.set_up().source_vocab)
