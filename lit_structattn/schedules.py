@@ -23,6 +23,9 @@ class DecayFrom(LRScheduler):
     Kim et al. (2017) halve SGD's rate after every epoch from epoch 9 on (``start=9``: epoch
     10 trains at half the rate); the translation configurations halve Adam's from epoch 5 on.
     Stepped once per epoch (Lightning's default interval).
+
+    Raises:
+        ValueError: ``start`` below 1, or ``factor`` outside ``(0, 1]``.
     """
 
     def __init__(self, optimizer: Optimizer, start: int = 1, factor: float = 0.5,
