@@ -25,7 +25,7 @@ from lit_structattn.common.constants import BOS_ID, EOS_ID, SEQUENCE_SPECIALS
 from .batching import EncodedItems, seq2seq_batch
 from .files import MalformedLine, data_root, open_text, require_records
 from .splits import SplitDataModule
-from .vocabulary import SharedVocabularySizes, Vocabulary
+from .vocabulary import SharedVocabularySizes, SymbolSourceCodec, Vocabulary
 
 POS = ("noun", "verb")
 SPLIT_FILES = {"train": "train", "val": "dev", "test": "test"}
@@ -51,6 +51,19 @@ def read_inflections(path: Path) -> list[tuple[str, str, str]]:
 def source_symbols(lemma: str, bundle: str) -> list[str]:
     """The model's input: the bundle's ``attr=value`` symbols, then the lemma's characters."""
     return [*bundle.split(":"), *lemma]
+
+
+class InflectionCodec(SymbolSourceCodec):
+    """Raw lemmas and feature bundles for a trained model
+    (:class:`~lit_structattn.common.codec.TextCodec`)."""
+
+    format = "one lemma,feature_bundle per line: Haus,case=genitive:number=singular"
+
+    def symbols(self, line: str) -> list[str]:
+        fields = line.split(",")
+        if len(fields) != 2 or not all(f.strip() for f in fields):
+            raise ValueError("expected lemma,feature_bundle")
+        return source_symbols(fields[0].strip(), fields[1].strip())
 
 
 class InflectionDataset(EncodedItems):
@@ -130,3 +143,7 @@ class InflectionDataModule(SharedVocabularySizes, SplitDataModule):
                          for split, examples in splits.items()}
 
     collate = staticmethod(collate_inflections)  # batches of the length-bucketed loaders
+
+    def text_codec(self) -> InflectionCodec:
+        """What a trained model keeps to read raw lemmas (its checkpoint saves it)."""
+        return InflectionCodec(self.set_up().vocab)

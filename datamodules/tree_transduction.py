@@ -48,7 +48,7 @@ from lit_structattn.common.constants import BOS, BOS_ID, EOS, EOS_ID, PAD
 
 from .batching import EncodedItems, seq2seq_batch
 from .splits import SplitDataModule
-from .vocabulary import SharedVocabularySizes, Vocabulary
+from .vocabulary import SharedVocabularySizes, SymbolSourceCodec, Vocabulary
 
 OPERATORS = ("+", "*")
 MIN_ARITY, MAX_ARITY = 2, 4
@@ -199,6 +199,18 @@ def formula_vocabulary() -> Vocabulary:
     return Vocabulary(symbols, specials=(PAD, BOS, EOS))
 
 
+class FormulaCodec(SymbolSourceCodec):
+    """Raw formulas for a trained model (:class:`~lit_structattn.common.codec.TextCodec`)."""
+
+    format = "one prefix formula per line, symbols separated by spaces: ( + 1 ( * 2 3 ) )"
+
+    def symbols(self, line: str) -> list[str]:
+        """The prefix symbols of ``line``; ``ValueError`` unless it is a well-formed formula."""
+        tokens = line.split()
+        parse_prefix(tokens)
+        return tokens
+
+
 # ----------------------------------------------------------------------------- tensors
 
 
@@ -277,6 +289,10 @@ class TreeTransductionDataModule(SharedVocabularySizes, SplitDataModule):
             self.datasets[name] = TreeTransductionDataset(formulas, self.vocab)
 
     collate = staticmethod(collate_formulas)  # batches of the length-bucketed loaders
+
+    def text_codec(self) -> FormulaCodec:
+        """What a trained model keeps to read raw formulas (its checkpoint saves it)."""
+        return FormulaCodec(self.vocab)
 
 
 def _check_positive(name: str, value: int) -> None:

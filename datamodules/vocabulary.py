@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
+from lit_structattn.common.codec import RawInputError, TextCodec
 from lit_structattn.common.constants import BOS, EOS, PAD, UNK, WORD_SPECIALS
 
 
@@ -33,6 +34,7 @@ class Vocabulary:
         specials = tuple(specials)
         if specials not in self.LAYOUTS:
             raise ValueError(f"specials {specials} is not one of {self.LAYOUTS}")
+        self.specials = specials
         self.tokens: list[str] = list(specials)
         self.index: dict[str, int] = {token: i for i, token in enumerate(self.tokens)}
         for token in tokens:
@@ -50,6 +52,16 @@ class Vocabulary:
         kept = [t for t, c in counts.items() if c >= min_count]
         kept.sort(key=lambda t: (-counts[t], t))
         return cls(kept, specials)
+
+    def state(self) -> dict[str, list[str]]:
+        """The vocabulary as plain lists (what a checkpoint keeps): ``tokens`` and
+        ``specials``."""
+        return {"tokens": self.tokens[len(self.specials):], "specials": list(self.specials)}
+
+    @classmethod
+    def from_state(cls, state: dict[str, list[str]]) -> Vocabulary:
+        """The vocabulary of a :meth:`state`."""
+        return cls(state["tokens"], state["specials"])
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -115,3 +127,54 @@ def content_ids(ids: Iterable[int] | torch.Tensor, eos_id: int | None,
         if i not in skip:
             kept.append(i)
     return kept
+
+
+class SymbolSourceCodec(TextCodec):
+    """The text codec of an encoder-decoder whose sources and targets are symbols of one
+    vocabulary (tree transduction, morphological inflection): a raw line becomes source
+    symbols (:meth:`symbols`, per family), a batch is ``src [B, S]``, ``src_lengths [B]`` and
+    ``index [B]``, and :meth:`decode` turns ids back into symbols. Unknown symbols map to
+    ``<unk>`` where the vocabulary has one; without it the line is refused. Blank lines are
+    skipped."""
+
+    def __init__(self, vocab: Vocabulary) -> None:
+        self.vocab = vocab
+
+    def state(self) -> dict:
+        return self.vocab.state()
+
+    @classmethod
+    def from_state(cls, state: dict) -> SymbolSourceCodec:
+        return cls(Vocabulary.from_state(state))
+
+    def symbols(self, line: str) -> list[str]:
+        """The source symbols of one raw line (``ValueError`` with the reason if malformed)."""
+        raise NotImplementedError
+
+    def parse(self, lines: Iterable[str], source: str = "<input>") -> list[list[str]]:
+        examples = []
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                symbols = self.symbols(line.rstrip("\n"))
+            except ValueError as error:
+                raise RawInputError(source, number, str(error)) from None
+            unknown = sorted({s for s in symbols if s not in self.vocab})
+            if unknown and self.vocab.unk_id is None:
+                raise RawInputError(source, number, f"symbols outside the model's vocabulary: "
+                                    f"{' '.join(unknown)}")
+            examples.append(symbols)
+        return examples
+
+    def batch(self, examples: Sequence[Sequence[str]]) -> dict[str, torch.Tensor]:
+        """``src [B, S]`` (0-padded ids), ``src_lengths [B]``, ``index [B]``."""
+        src = [self.vocab.encode(symbols) for symbols in examples]
+        lengths = [len(s) for s in src]
+        width = max(lengths)
+        return {"src": torch.tensor([s + [0] * (width - len(s)) for s in src]),
+                "src_lengths": torch.tensor(lengths), "index": torch.arange(len(src))}
+
+    def decode(self, ids: Iterable[int] | torch.Tensor) -> list[str]:
+        """The symbols of a source row or a model output, up to ``<eos>``."""
+        return self.vocab.decode(ids)

@@ -6,6 +6,7 @@
     structattn experiments                       # every table row, by name
     structattn fit --experiment tree_transduction/structured
     structattn reproduce tree_transduction --budget cpu --seeds 3
+    structattn predict --ckpt_path best.ckpt --input formulas.txt --output out.jsonl
     structattn --version
 
 The configs ship with the package: from any folder, ``--config configs/...`` reads the shipped
@@ -59,6 +60,11 @@ def main(args: list[str] | None = None) -> None:
         if args and args[0] == "experiments":
             experiments.main(args[1:])
             return
+        if args and args[0] == "predict" and any(a.split("=")[0] == "--input" for a in args):
+            from .predict import main as predict_raw
+
+            predict_raw(args[1:])
+            return
         build_cli(experiments.expand(args))
     except FitInterrupted as interrupted:
         print(f"structattn: {interrupted}", file=sys.stderr)
@@ -82,7 +88,7 @@ def user_error(error: BaseException) -> str:
     while error is not None and id(error) not in seen:
         seen.add(id(error))
         chain.append(error)
-        error = error.__cause__ or error.__context__
+        error = error.__cause__ or (None if error.__suppress_context__ else error.__context__)
     own = [e for e in chain if isinstance(e, USER_ERRORS) and not _raised_in(e, "jsonargparse")]
     chosen = own[-1] if own else chain[0]
     if isinstance(chosen, ArgumentError):

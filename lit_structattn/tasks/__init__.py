@@ -1,5 +1,6 @@
 """LightningModules: losses, metrics, optimizers and logging around the plain models."""
 
+from .base import Task, load_task
 from .classification import SequenceClassifier
 from .nli import NLITask
 from .qa import QATask
@@ -8,5 +9,6 @@ from .transduction import TransductionTask
 from .translation import TranslationTask
 
 __all__ = [
-    "NLITask", "QATask", "SequenceClassifier", "TaggingTask", "TransductionTask", "TranslationTask",
+    "NLITask", "QATask", "SequenceClassifier", "TaggingTask", "Task", "TransductionTask",
+    "TranslationTask", "load_task",
 ]

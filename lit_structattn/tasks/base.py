@@ -1,15 +1,30 @@
 """What every LightningModule of the project shares: its optimizer and schedule given as
 callables (``class_path`` in a config), clear errors for a checkpoint that was trained with
-another configuration and for a vocabulary size that does not fit the data."""
+another configuration and for a vocabulary size that does not fit the data, and predictions on
+raw text from a checkpoint alone (the data's :class:`~lit_structattn.common.codec.TextCodec`
+travels in every checkpoint)."""
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import lightning as L
+import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
+from lightning.pytorch.utilities import move_data_to_device
+
+from ..common.codec import (
+    CODEC_KEY,
+    TASK_KEY,
+    TextCodec,
+    class_path,
+    codec_record,
+    import_class,
+    restore_codec,
+)
 
 # A task given its model as an object (``model: class_path ...``) records the model's
 # configuration in its hyper-parameters (LightningCLI's instantiator does), which is what
@@ -25,6 +40,12 @@ class Task(L.LightningModule):
     fit the configured model raises a ``ValueError`` naming the hyper-parameters that differ,
     instead of PyTorch's list of mismatched tensor shapes.
 
+    Every checkpoint also keeps the task's class and the data's text codec (its DataModule's
+    ``text_codec()``: vocabularies, tag sets, subword model), so that :func:`load_task` (or
+    ``<TaskClass>.load_from_checkpoint``) in a fresh process gives a task whose
+    :meth:`predict_text` and family method (``transduce``, ``tag``, ``translate``, ``answer``,
+    ``classify``) read raw text without the training data.
+
     Args:
         optimizer: builds the optimizer from the trained parameters, e.g. ``torch.optim.Adam``
             or, in a config, ``{class_path: torch.optim.Adam, init_args: {lr: 0.002}}``.
@@ -36,6 +57,57 @@ class Task(L.LightningModule):
                  lr_scheduler: LRSchedulerCallable | None = None) -> None:
         super().__init__()
         self.optimizer, self.lr_scheduler = optimizer, lr_scheduler
+        self._codec: TextCodec | None = None
+
+    # ---- raw text ----------------------------------------------------------------------
+
+    @property
+    def text_codec(self) -> TextCodec:
+        """The codec of the data: the attached DataModule's ``text_codec()``, or the one the
+        loaded checkpoint carried. ``RuntimeError`` when there is neither."""
+        if self._codec is None:
+            data = self._trainer.datamodule if self._trainer is not None else None
+            if data is not None and hasattr(data, "text_codec"):
+                self._codec = data.text_codec()
+        if self._codec is None:
+            raise RuntimeError(
+                f"{type(self).__name__} has no text codec: load it from a checkpoint saved by "
+                "this version of lit_structattn, or attach the DataModule it was trained on")
+        return self._codec
+
+    def predict_text(self, lines: Iterable[str], source: str = "<input>",
+                     batch_size: int = 32) -> list[dict]:
+        """Predictions of the lines of a raw file in the family's natural format (the codec's
+        ``format``; errors name ``source`` and the line): one JSON-ready record per example."""
+        return self.predict_examples(self.text_codec.parse(lines, source), batch_size)
+
+    def predict_examples(self, examples: Sequence, batch_size: int = 32) -> list[dict]:
+        """One JSON-ready record (:meth:`records`) per parsed example, in batches of
+        ``batch_size``, in evaluation mode and without gradients."""
+        was_training = self.training
+        self.eval()
+        records: list[dict] = []
+        try:
+            with torch.no_grad():
+                for start in range(0, len(examples), batch_size):
+                    chunk = examples[start : start + batch_size]
+                    batch = move_data_to_device(self.text_codec.batch(chunk), self.device)
+                    records.extend(self.records(batch, chunk))
+        finally:
+            self.train(was_training)
+        return records
+
+    def records(self, batch: dict[str, torch.Tensor], examples: Sequence) -> list[dict]:
+        """The JSON-ready prediction of every example of ``batch`` (``examples``: the parsed
+        raw examples it was made of); each family defines it."""
+        raise NotImplementedError(f"{type(self).__name__} does not predict on raw text")
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint[TASK_KEY] = class_path(self)
+        try:
+            checkpoint[CODEC_KEY] = codec_record(self.text_codec)
+        except RuntimeError:  # no data attached and none loaded: nothing to keep
+            pass
 
     def configure_optimizers(self):
         optimizer = self.optimizer([p for p in self.parameters() if p.requires_grad])
@@ -54,6 +126,8 @@ class Task(L.LightningModule):
             )
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        if CODEC_KEY in checkpoint:
+            self._codec = restore_codec(checkpoint[CODEC_KEY])
         saved, expected = checkpoint.get("state_dict", {}), self.state_dict()
         mismatched = sorted(
             set(saved) ^ set(expected)
@@ -91,3 +165,17 @@ def flat_hyperparameters(hparams: Mapping[str, Any], prefix: str = "") -> dict[s
         else:
             flat[prefix + key] = value
     return flat
+
+
+def load_task(checkpoint_path: str | Path, map_location: Any = "cpu") -> Task:
+    """The task of a checkpoint, whatever its class (the checkpoint names it), with its text
+    codec: ``load_task("best.ckpt").predict_text(["( + 1 2 )"])``."""
+    checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=False)
+    name = checkpoint.get(TASK_KEY)
+    if name is None:
+        raise ValueError(f"{checkpoint_path}: the checkpoint names no task class (saved before "
+                         "lit_structattn kept it); use <TaskClass>.load_from_checkpoint")
+    cls = import_class(name)
+    if not (isinstance(cls, type) and issubclass(cls, Task)):
+        raise ValueError(f"{checkpoint_path}: {name} is not a lit_structattn task")
+    return cls.load_from_checkpoint(checkpoint_path, map_location=map_location)

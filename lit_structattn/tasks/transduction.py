@@ -11,6 +11,7 @@ default, as Kim et al.); with ``metric="exact_match"`` (morphological inflection
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 import torch
@@ -21,6 +22,7 @@ from datamodules.vocabulary import content_ids
 
 from ..common.checks import check_choice
 from ..common.constants import EOS, PAD_ID
+from ..common.rounding import rounded
 from ..figures import AttentionMap
 from ..metrics import ExactMatch, LengthToFailure
 from ..models.seq2seq import Seq2Seq
@@ -120,24 +122,41 @@ class TransductionTask(Task):
     def on_test_epoch_end(self) -> None:
         self._log_metric("test")
 
-    def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> list[dict]:
-        """One JSON-ready record per example: the source and greedy prediction as
-        space-separated symbols and the attention ``[prediction + <eos>, source]``."""
+    def transduce(self, sources: Sequence[str], batch_size: int = 32) -> list[dict]:
+        """Greedy predictions for raw sources, one per line of the data's format (a prefix
+        formula ``( + 1 ( * 2 3 ) )``; for inflection ``lemma,feature_bundle``): see
+        :meth:`records`. Errors name the source's position (``<input>:3``)."""
+        return self.predict_text(sources, batch_size=batch_size)
+
+    def records(self, batch: dict[str, torch.Tensor], examples: Sequence | None = None
+                ) -> list[dict]:
+        """One JSON-ready record per source of ``batch``: ``input`` and ``prediction`` (greedy)
+        as space-separated symbols, ``attention [len(prediction) + 1, S]`` (the decoder's
+        distribution over the source at every output step, ``<eos>`` last; the marginals of
+        a structured attention) and, with a syntactic encoder, ``parents [S, S + 1]`` (every
+        source word's marginal distribution over its heads, the root ``$`` first)."""
+        src, lengths = batch["src"], batch["src_lengths"]
         with self.model.joint_positions(self.hparams.test_joint_k):
-            prediction, attention = self.model.greedy(
-                batch["src"], batch["src_lengths"], self.hparams.max_decode_len
-            )
-        decode = self._vocab_decode()
+            prediction, attention = self.model.greedy(src, lengths, self.hparams.max_decode_len)
+        syntactic = self.model.encoder.syntactic
+        parents = None
+        if syntactic is not None:
+            parents = syntactic(self.model.encoder.embed(src), lengths).marginals
+        decode = self.text_codec.decode
         records = []
-        for b, length in enumerate(batch["src_lengths"].tolist()):
+        for b, length in enumerate(lengths.tolist()):
             target = decode(prediction[b])
-            weights = attention[b, : len(target) + 1, :length]
-            records.append({
-                "input": " ".join(decode(batch["src"][b, :length])),
-                "prediction": " ".join(target),
-                "attention": [[round(w, 5) for w in row] for row in weights.tolist()],
-            })
+            record = {"input": " ".join(decode(src[b, :length])),
+                      "prediction": " ".join(target),
+                      "attention": rounded(attention[b, : len(target) + 1, :length])}
+            if parents is not None:
+                record["parents"] = rounded(parents[b].T[1 : length + 1, : length + 1])
+            records.append(record)
         return records
+
+    def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> list[dict]:
+        """:meth:`records` of a batch of the DataModule's predict split."""
+        return self.records(batch)
 
     def _vocab_decode(self, vocab=None):
         """Ids -> symbols up to ``<eos>`` with ``vocab`` (default: the data's vocabulary), or

@@ -1,0 +1,87 @@
+"""What a trained model needs besides its weights to read raw text and to write its
+predictions as text: the base class :class:`TextCodec` of every family's codec, and how a
+codec travels inside a checkpoint (:func:`codec_record`, :func:`restore_codec`).
+
+A DataModule makes its family's codec from what it built in ``setup`` (``text_codec()``):
+vocabularies, tag sets, the subword model, fertility tables. The task saves it in every
+checkpoint as plain Python values and tensors (what ``torch.load(weights_only=True)`` reads),
+so ``load_from_checkpoint`` in a fresh process rebuilds it without the training data.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import torch
+
+#: the checkpoint entries of the codec and of the task's class
+CODEC_KEY = "text_codec"
+TASK_KEY = "task_class"
+
+
+class RawInputError(ValueError):
+    """A raw input that a codec cannot read, with where it is (``source:line``)."""
+
+    def __init__(self, source: str, line: int, reason: str) -> None:
+        super().__init__(f"{source}:{line}: {reason}")
+        self.source, self.line, self.reason = source, line, reason
+
+
+class TextCodec:
+    """Reads a family's raw inputs into batches, and back into text.
+
+    Subclasses implement:
+
+    - :meth:`state` / :meth:`from_state`: the codec as plain values (lists of strings,
+      numbers, tensors) and back;
+    - :meth:`parse`: the lines of a raw file in the family's natural format -> examples (any
+      picklable objects), with :class:`RawInputError` naming the line of a bad one;
+    - :meth:`batch`: a list of examples -> the batch dict the family's task reads (tensors,
+      the same layout as the DataModule's batches, ``index [B]`` the example's position).
+    """
+
+    #: one line on the natural format of :meth:`parse` (``structattn predict --help`` shows it)
+    format: str = ""
+
+    def state(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> TextCodec:
+        raise NotImplementedError
+
+    def parse(self, lines: Iterable[str], source: str = "<input>") -> list:
+        raise NotImplementedError
+
+    def batch(self, examples: Sequence) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+
+def class_path(obj: object) -> str:
+    """``module.QualifiedName`` of ``obj``'s class."""
+    cls = type(obj)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def import_class(path: str) -> type:
+    """The class named by a ``module.QualifiedName`` path."""
+    module, _, name = path.rpartition(".")
+    found = importlib.import_module(module)
+    for part in name.split("."):
+        found = getattr(found, part)
+    return found
+
+
+def codec_record(codec: TextCodec) -> dict[str, Any]:
+    """``{"class_path": ..., "state": ...}``: what a checkpoint keeps of ``codec``."""
+    return {"class_path": class_path(codec), "state": codec.state()}
+
+
+def restore_codec(record: dict[str, Any]) -> TextCodec:
+    """The codec of a :func:`codec_record`; ``ValueError`` if it names no codec class."""
+    cls = import_class(record["class_path"])
+    if not (isinstance(cls, type) and issubclass(cls, TextCodec)):
+        raise ValueError(f"{record['class_path']} is not a TextCodec")
+    return cls.from_state(record["state"])

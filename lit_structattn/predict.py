@@ -1,0 +1,99 @@
+"""``structattn predict --ckpt_path CKPT --input FILE``: a trained model's predictions on a raw
+text file, written as JSONL (one record per example, as they are made).
+
+The checkpoint is all it needs: the task's class and the data's text codec (vocabularies,
+tag sets, subword model) travel in it, so no config and no training data are read. Each
+family reads its natural format (``--formats`` lists them); the records hold the prediction
+and its attention (marginals where the attention is structured). ``structattn predict
+--config ...`` without ``--input`` is LightningCLI's predict over a DataModule's test split.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+from .tasks.base import load_task
+
+#: the codec of every family, whose ``format`` the help shows
+FORMATS = {
+    "tagging (POS, NER)": "datamodules.tagging.TaggingCodec",
+    "word-level QE": "datamodules.word_qe.QECodec",
+    "translation": "datamodules.translation.TranslationCodec",
+    "bAbI question answering": "datamodules.babi.StoryCodec",
+    "natural language inference": "datamodules.nli.PairCodec",
+    "tree transduction": "datamodules.tree_transduction.FormulaCodec",
+    "morphological inflection": "datamodules.morphology.InflectionCodec",
+    "needle demo": "datamodules.synthetic.NeedleCodec",
+}
+
+
+def _formats() -> str:
+    from .common.codec import import_class
+
+    lines = []
+    for family, path in FORMATS.items():
+        try:
+            lines.append(f"  {family}: {import_class(path).format}")
+        except (ImportError, AttributeError):  # a family whose codec is not there yet
+            continue
+    return "\n".join(lines)
+
+
+def predict_file(checkpoint: str | Path, lines: list[str], output, source: str = "<input>",
+                 batch_size: int = 32, device: str = "cpu", progress: bool = False) -> int:
+    """Write the predictions of the raw ``lines`` (the checkpoint family's format) to the
+    text stream ``output`` as JSONL; returns how many records it wrote."""
+    task = load_task(checkpoint, map_location=device)
+    examples = task.text_codec.parse(lines, source)
+    starts = range(0, len(examples), batch_size)
+    if progress:
+        from tqdm import tqdm
+
+        starts = tqdm(starts, desc="predict", unit="batch")
+    written = 0
+    for start in starts:
+        for record in task.predict_examples(examples[start : start + batch_size], batch_size):
+            output.write(json.dumps(record, ensure_ascii=False) + "\n")
+            written += 1
+        output.flush()
+    return written
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="structattn predict", description=__doc__.split("\n\n")[0],
+        epilog="formats of --input:\n" + _formats(),
+        formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+    parser.add_argument("--ckpt_path", required=True, type=Path, help="a trained checkpoint")
+    parser.add_argument("--input", required=True,
+                        help="the raw text file in the family's format ('-': standard input)")
+    parser.add_argument("--output", default="predictions.jsonl",
+                        help="the JSONL file to write ('-': standard output; default: "
+                        "%(default)s)")
+    parser.add_argument("--batch_size", type=int, default=32)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
+                        help="where the model runs (default: %(default)s)")
+    args = parser.parse_args(argv)
+    if not args.ckpt_path.is_file():
+        raise FileNotFoundError(f"--ckpt_path: no checkpoint at {args.ckpt_path}")
+    if args.input == "-":
+        lines, source = sys.stdin.read().splitlines(), "<stdin>"
+    else:
+        path = Path(args.input)
+        if not path.is_file():
+            raise FileNotFoundError(f"--input: no file at {path}")
+        lines, source = path.read_text(encoding="utf-8").splitlines(), str(path)
+    if args.output == "-":
+        predict_file(args.ckpt_path, lines, sys.stdout, source, args.batch_size, args.device)
+        return
+    output = Path(args.output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with output.open("w", encoding="utf-8") as out:
+        count = predict_file(args.ckpt_path, lines, out, source, args.batch_size, args.device,
+                             progress=sys.stderr.isatty())
+    print(f"{count} predictions written to {output}", file=sys.stderr)
