@@ -44,7 +44,7 @@ test-lower-bounds: install  ## the CLI tests with the lowest lightning and jsona
 	PYTHONPATH=$(CURDIR) $(LOW_VENV)/bin/python -m pytest -q -m "not slow" tests/test_cli.py \
 		tests/test_task_choices.py tests/test_golden.py tests/test_callbacks.py
 
-test-wheel: install  ## the built wheel in a fresh venv, run from an empty folder
+test-wheel: install  ## the built wheel in a fresh venv, run from an empty folder: a table, predict
 	rm -rf $(WHEEL_VENV) .make/dist
 	$(PYTHON) -m pip wheel --quiet --no-deps -w .make/dist .
 	$(PYTHON) -m venv --system-site-packages $(WHEEL_VENV)
@@ -54,7 +54,11 @@ test-wheel: install  ## the built wheel in a fresh venv, run from an empty folde
 		structattn experiments > experiments.txt; \
 		grep -q "tree_transduction/structured" experiments.txt; \
 		structattn reproduce tree_transduction --budget ci --seeds 1; \
-		test -f runs/reproduce/tree_transduction.md'
+		test -f runs/reproduce/tree_transduction.md; \
+		printf "( + 1 2 )\n( * 3 ( + 4 5 ) 6 )\n" > formulas.txt; \
+		structattn predict --input formulas.txt --output predictions.jsonl --ckpt_path \
+			"$$(find runs -path "*ci/structured/*" -name last.ckpt)"; \
+		test "$$(grep -c "\"prediction\"" predictions.jsonl)" -eq 2'
 
 bench: install  ## speed against the peers; writes reports/bench_*.md
 	$(PYTHON) -m bench.transforms

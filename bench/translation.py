@@ -64,7 +64,7 @@ def decoding_speed(data: TranslationDataModule, task: TranslationTask) -> dict[s
     for name, beam in (("greedy", 1), ("beam 5", 5)):
         start = time.perf_counter()
         for batch in batches:
-            task.translate(batch, beam)
+            task.decode(batch, beam)
         speed[name] = sentences / (time.perf_counter() - start)
     return speed
 

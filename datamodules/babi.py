@@ -7,7 +7,9 @@ line is ``<id> <sentence>`` or, for a question, ``<id> <question>\\t<answer>\\t<
 ids restart at 1 with every story and questions take ids too. A statement never holds a ``?``
 (none does in the release), so a line with a ``?`` but no tab is a question whose answer was
 lost: :class:`~datamodules.files.MalformedLine`, not a memory fact. A file without questions is
-an :class:`~datamodules.files.EmptyDataFile` naming it.
+an :class:`~datamodules.files.EmptyDataFile` naming it. The raw input of a trained model
+(:class:`StoryCodec`) is the same lines with the answer and supporting ids optional: there a
+line with a ``?`` or a tab is a question.
 
 Each question is one example whose memory holds the last ``memory_size`` statements of its story
 before the question (questions are not memories), oldest first; its supporting-fact ids become
@@ -25,11 +27,13 @@ supporting facts in the batch)::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+
+from lit_structattn.common.codec import RawInputError, TextCodec
 
 from .batching import EncodedItems, pad_rows
 from .files import MalformedLine, data_root, open_text, require_records
@@ -44,12 +48,13 @@ SOURCE_HINT = ("The bAbI v1.2 tasks (qa<N>_<name>_{train,test}.txt) come from "
 @dataclass(frozen=True)
 class Question:
     """One example: ``memory`` (tokenized statements, oldest first), the question, its answer
-    and its supporting facts as memory slots (-1 = outside the memory window)."""
+    and its supporting facts as memory slots (-1 = outside the memory window). Raw input for a
+    trained model (:class:`StoryCodec`) may leave the answer out (None) and the supports empty."""
 
     task: int
     memory: tuple[tuple[str, ...], ...]
     query: tuple[str, ...]
-    answer: str
+    answer: str | None
     supports: tuple[int, ...]
 
 
@@ -58,54 +63,78 @@ def tokenize(text: str) -> tuple[str, ...]:
     return tuple(text.strip().rstrip(".?").strip().lower().split())
 
 
-def read_babi(path: Path, task: int, memory_size: int = 25) -> list[Question]:
-    """The questions of one bAbI file.
+_QUESTION_FIELDS = "expected '<id> <question>\\t<answer>\\t<supporting ids>'"
+
+
+def parse_babi(lines: Iterable[str], source: str | Path, task: int, memory_size: int = 25,
+               answered: bool = True) -> list[Question]:
+    """The questions of the lines of a bAbI file (see the module docstring), in order.
+
+    Args:
+        lines: the lines, numbered from 1 in errors; blank ones are skipped.
+        source: the file named in errors.
+        task: the bAbI task number the questions get.
+        memory_size: statements kept before each question (the most recent ones).
+        answered: every question carries its answer and supporting ids (a data file). False:
+            both are optional (``<id> <question>`` alone, its ``?`` or a tab telling it from a
+            statement), as in the raw input of a trained model.
 
     Raises:
         MalformedLine: a line without a leading id, an id that neither starts a story (1) nor
-            follows the previous one, a question line (one with a ``?``) without exactly
-            three tab-separated fields, an empty answer, or a supporting id that is not an
-            earlier statement of the same story.
-        EmptyDataFile: a file without questions.
+            follows the previous one, a question before any statement of its story, a question
+            line (one with a ``?``) without exactly three tab-separated fields (at most three
+            unless ``answered``), an empty answer (when ``answered``), or a supporting id that
+            is not an earlier statement of the same story.
     """
     questions: list[Question] = []
     statements: list[tuple[str, ...]] = []  # of the current story, in order
     slot_of_line: dict[int, int] = {}  # statement id -> its index in ``statements``
     previous_id = 0
+    for number, line in enumerate(lines, start=1):
+        line = line.rstrip("\n")
+        if not line.strip():
+            continue
+        head, _, rest = line.partition(" ")
+        if not head.isdecimal():
+            raise MalformedLine(source, number, "expected '<id> <sentence>'")
+        line_id = int(head)
+        if line_id == 1:
+            statements, slot_of_line = [], {}
+        elif line_id != previous_id + 1:
+            raise MalformedLine(source, number, f"id {line_id} does not follow {previous_id}")
+        previous_id = line_id
+        if "\t" not in rest and "?" not in rest:
+            slot_of_line[line_id] = len(statements)
+            statements.append(tokenize(rest))
+            continue
+        if answered and "\t" not in rest:
+            raise MalformedLine(source, number, "a question ('?') without its tab-separated "
+                                f"answer and supporting ids: {_QUESTION_FIELDS}")
+        fields = rest.split("\t")
+        if len(fields) > 3 or answered and (len(fields) != 3 or not fields[1].strip()):
+            raise MalformedLine(source, number, _QUESTION_FIELDS)
+        if not statements:
+            raise MalformedLine(source, number, "a question before any statement of its story")
+        query, answer, support_ids = (*fields, "", "")[:3]
+        if not all(s.isdecimal() and int(s) in slot_of_line for s in support_ids.split()):
+            raise MalformedLine(source, number, f"supporting ids {support_ids.strip()!r} are "
+                                "not all earlier statements of the story")
+        first_kept = max(0, len(statements) - memory_size)
+        slots = tuple(slot_of_line[int(s)] - first_kept for s in support_ids.split())
+        questions.append(Question(task, tuple(statements[first_kept:]), tokenize(query),
+                                  answer.strip().lower() or None, tuple(max(s, -1) for s in slots)))
+    return questions
+
+
+def read_babi(path: Path, task: int, memory_size: int = 25) -> list[Question]:
+    """The questions of one bAbI file (:func:`parse_babi`, every question answered).
+
+    Raises:
+        MalformedLine: a malformed line (see :func:`parse_babi`).
+        EmptyDataFile: a file without questions.
+    """
     with open_text(path) as lines:
-        for number, line in enumerate(lines, start=1):
-            line = line.rstrip("\n")
-            if not line.strip():
-                continue
-            head, _, rest = line.partition(" ")
-            if not head.isdigit():
-                raise MalformedLine(path, number, "expected '<id> <sentence>'")
-            line_id = int(head)
-            if line_id == 1:
-                statements, slot_of_line = [], {}
-            elif line_id != previous_id + 1:
-                raise MalformedLine(path, number, f"id {line_id} does not follow {previous_id}")
-            previous_id = line_id
-            if "\t" not in rest and "?" in rest:
-                raise MalformedLine(path, number, "a question ('?') without its tab-separated "
-                                    "answer and supporting ids: expected "
-                                    "'<id> <question>\\t<answer>\\t<supporting ids>'")
-            if "\t" not in rest:
-                slot_of_line[line_id] = len(statements)
-                statements.append(tokenize(rest))
-                continue
-            fields = rest.split("\t")
-            if len(fields) != 3 or not fields[1].strip():
-                raise MalformedLine(path, number,
-                                    "expected '<id> <question>\\t<answer>\\t<supporting ids>'")
-            query, answer, support_ids = fields
-            if not all(s.isdigit() and int(s) in slot_of_line for s in support_ids.split()):
-                raise MalformedLine(path, number, f"supporting ids {support_ids.strip()!r} are "
-                                    "not all earlier statements of the story")
-            first_kept = max(0, len(statements) - memory_size)
-            slots = tuple(slot_of_line[int(s)] - first_kept for s in support_ids.split())
-            questions.append(Question(task, tuple(statements[first_kept:]), tokenize(query),
-                                      answer.strip().lower(), tuple(max(s, -1) for s in slots)))
+        questions = parse_babi(lines, path, task, memory_size)
     return list(require_records(questions, path, "questions"))
 
 
@@ -119,14 +148,14 @@ def task_file(folder: Path, task: int, split: str) -> Path:
 
 class QuestionDataset(EncodedItems):
     """Encoded questions of one split; ``questions`` keeps the text. Item ``i`` is
-    ``(memory ids, query ids, answer id, supports, task, i)``; batches are bucketed by the
-    number of memories."""
+    ``(memory ids, query ids, answer id, supports, task, i)`` (answer id 0, the padding, for a
+    question without answer); batches are bucketed by the number of memories."""
 
     def __init__(self, questions: Sequence[Question], vocab: Vocabulary) -> None:
         self.questions = list(questions)
         self.items = [
             ([vocab.encode(s) for s in q.memory], vocab.encode(q.query),
-             vocab.encode([q.answer])[0], q.supports, q.task, i)
+             vocab.pad_id if q.answer is None else vocab.id(q.answer), q.supports, q.task, i)
             for i, q in enumerate(self.questions)
         ]
 
@@ -149,6 +178,42 @@ def collate_questions(items: Sequence[tuple]) -> dict[str, torch.Tensor]:
         "task": torch.tensor(tasks),
         "index": torch.tensor(index),
     }
+
+
+class StoryCodec(TextCodec):
+    """Raw bAbI stories and questions for a trained model
+    (:class:`~lit_structattn.common.codec.TextCodec`): the lines of a bAbI file (see the
+    module docstring), whose questions may leave out their answer and supporting ids; words
+    outside the vocabulary read as ``<unk>``. Examples are :class:`Question` (task 0), batches
+    those of :func:`collate_questions` (answer 0 and no supports where none is given).
+
+    Args:
+        vocab: the training vocabulary (with ``<unk>``).
+        memory_size: statements kept before each question (the most recent ones).
+    """
+
+    format = ("bAbI lines, ids restarting at 1 per story, answers optional: '1 Mary moved to "
+              "the bathroom.' then '2 Where is Mary?' (or '2 Where is Mary?<TAB>bathroom<TAB>1')")
+
+    def __init__(self, vocab: Vocabulary, memory_size: int) -> None:
+        self.vocab, self.memory_size = vocab, memory_size
+
+    def state(self) -> dict:
+        return {"vocab": self.vocab.state(), "memory_size": self.memory_size}
+
+    @classmethod
+    def from_state(cls, state: dict) -> StoryCodec:
+        return cls(Vocabulary.from_state(state["vocab"]), state["memory_size"])
+
+    def parse(self, lines: Iterable[str], source: str = "<input>") -> list[Question]:
+        try:
+            return parse_babi(lines, source, 0, self.memory_size, answered=False)
+        except MalformedLine as error:
+            raise RawInputError(source, error.line, error.problem) from None
+
+    def batch(self, examples: Sequence[Question]) -> dict[str, torch.Tensor]:
+        """The :func:`collate_questions` batch of ``examples`` (``index`` their position)."""
+        return collate_questions(QuestionDataset(examples, self.vocab).items)
 
 
 class BabiDataModule(SplitDataModule):
@@ -221,3 +286,7 @@ class BabiDataModule(SplitDataModule):
                          for split, questions in splits.items()}
 
     collate = staticmethod(collate_questions)  # batches of the length-bucketed loaders
+
+    def text_codec(self) -> StoryCodec:
+        """What a trained model keeps to read raw stories (its checkpoint saves it)."""
+        return StoryCodec(self.set_up().vocab, self.hparams.memory_size)

@@ -13,6 +13,8 @@ Protocols. ``full``: SNLI's train / dev / test files (or a hub dataset), as the 
 for a machine without SNLI train, train on SNLI dev minus a random ``val_fraction`` of it (held
 out for validation) and test on SNLI test. SICK uses its own three splits under both.
 
+A trained model reads raw pairs, ``premise<TAB>hypothesis`` per line, with :class:`PairCodec`.
+
 Batches (padding id 0)::
 
     premise             [B, N]  word ids      premise_lengths     [B]
@@ -35,6 +37,7 @@ from typing import Any
 import torch
 
 from lit_structattn.common.checks import check_choice
+from lit_structattn.common.codec import RawInputError, TextCodec
 
 from .batching import EncodedItems, pad_rows
 from .files import MalformedLine, data_root, open_text, require_files, require_records
@@ -54,11 +57,12 @@ _WORD = re.compile(r"\w+|[^\w\s]")
 
 @dataclass(frozen=True)
 class NLIPair:
-    """A premise, a hypothesis (words) and the gold label (one of :data:`LABELS`)."""
+    """A premise, a hypothesis (words) and the gold label (one of :data:`LABELS`; None for a
+    raw pair given to a trained model, :class:`PairCodec`)."""
 
     premise: tuple[str, ...]
     hypothesis: tuple[str, ...]
-    label: str
+    label: str | None = None
 
 
 def tokenize(text: str, lowercase: bool = True) -> tuple[str, ...]:
@@ -169,13 +173,14 @@ def read_vectors(path: str | Path, words: Sequence[str], dim: int,
 
 
 class NLIDataset(EncodedItems):
-    """Encoded pairs of one split: ``items[i] = (premise ids, hypothesis ids, label, i)``;
-    ``pairs`` keeps the words."""
+    """Encoded pairs of one split: ``items[i] = (premise ids, hypothesis ids, label, i)``
+    (label -1 for a pair without one); ``pairs`` keeps the words."""
 
     def __init__(self, pairs: Sequence[NLIPair], vocab: Vocabulary) -> None:
         self.pairs = list(pairs)
-        self.items = [(vocab.encode(p.premise), vocab.encode(p.hypothesis), LABELS.index(p.label),
-                       i) for i, p in enumerate(self.pairs)]
+        self.items = [(vocab.encode(p.premise), vocab.encode(p.hypothesis),
+                       -1 if p.label is None else LABELS.index(p.label), i)
+                      for i, p in enumerate(self.pairs)]
 
     @property
     def lengths(self) -> list[tuple[int, int]]:
@@ -193,6 +198,49 @@ def collate_pairs(items: Sequence[tuple]) -> dict[str, torch.Tensor]:
     batch["labels"] = torch.tensor([item[2] for item in items])
     batch["index"] = torch.tensor([item[3] for item in items])
     return batch
+
+
+class PairCodec(TextCodec):
+    """Raw premise/hypothesis pairs for a trained model
+    (:class:`~lit_structattn.common.codec.TextCodec`), split into words as SICK's sentences
+    (:func:`tokenize`); words outside the vocabulary read as ``<unk>``. Examples are
+    :class:`NLIPair` without label, batches those of :func:`collate_pairs` (labels -1).
+
+    Args:
+        vocab: the model's vocabulary (with ``<unk>``).
+        labels: the label names, in the order of the model's scores.
+        lowercase: lowercase the words (as the training data was).
+    """
+
+    format = "one premise<TAB>hypothesis pair per line: A man sleeps.<TAB>A person rests."
+
+    def __init__(self, vocab: Vocabulary, labels: Sequence[str], lowercase: bool = True) -> None:
+        self.vocab, self.labels, self.lowercase = vocab, tuple(labels), lowercase
+
+    def state(self) -> dict:
+        return {"vocab": self.vocab.state(), "labels": list(self.labels),
+                "lowercase": self.lowercase}
+
+    @classmethod
+    def from_state(cls, state: dict) -> PairCodec:
+        return cls(Vocabulary.from_state(state["vocab"]), state["labels"], state["lowercase"])
+
+    def parse(self, lines: Iterable[str], source: str = "<input>") -> list[NLIPair]:
+        pairs = []
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            fields = line.rstrip("\r\n").split("\t")
+            words = [tokenize(field, self.lowercase) for field in fields]
+            if len(words) != 2 or not all(words):
+                raise RawInputError(source, number, "expected premise<TAB>hypothesis, both "
+                                    "with words")
+            pairs.append(NLIPair(*words))
+        return pairs
+
+    def batch(self, examples: Sequence[NLIPair]) -> dict[str, torch.Tensor]:
+        """The :func:`collate_pairs` batch of ``examples`` (``index`` their position)."""
+        return collate_pairs(NLIDataset(examples, self.vocab).items)
 
 
 class NLIDataModule(SplitDataModule):
@@ -321,6 +369,10 @@ class NLIDataModule(SplitDataModule):
         self.datasets = {split: NLIDataset(pairs, self.vocab) for split, pairs in splits.items()}
 
     collate = staticmethod(collate_pairs)  # batches of the length-bucketed loaders
+
+    def text_codec(self) -> PairCodec:
+        """What a trained model keeps to read raw pairs (its checkpoint saves it)."""
+        return PairCodec(self.set_up().vocab, self.labels, self.hparams.lowercase)
 
 
 def pairs_from_hub(rows: Iterable[dict[str, Any]], lowercase: bool = True) -> list[NLIPair]:

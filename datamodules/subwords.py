@@ -28,17 +28,22 @@ class Subwords:
     3 <unk>, 4 <sink>), for two languages.
 
     Args:
-        model_file: a trained sentencepiece model (see :meth:`train`).
+        model: a trained sentencepiece model (see :meth:`train`): its file, or the model itself
+            (the bytes of the file, or of ``processor.serialized_model_proto()``: what a
+            checkpoint keeps).
         src_lang, tgt_lang: language codes for the Moses tokenizer and detokenizer.
+
+    ``model_file`` is the file the model was read from (None when given as bytes).
     """
 
-    def __init__(self, model_file: str | Path, src_lang: str, tgt_lang: str) -> None:
+    def __init__(self, model: str | Path | bytes, src_lang: str, tgt_lang: str) -> None:
         sentencepiece = optional_import("sentencepiece", "translation")
         moses = optional_import("sacremoses", "translation")
 
-        self.model_file = Path(model_file)
+        self.model_file = None if isinstance(model, bytes) else Path(model)
+        proto = model if self.model_file is None else self.model_file.read_bytes()
         self.src_lang, self.tgt_lang = src_lang, tgt_lang
-        self.processor = sentencepiece.SentencePieceProcessor(model_file=str(model_file))
+        self.processor = sentencepiece.SentencePieceProcessor(model_proto=proto)
         self._tokenizers = {lang: moses.MosesTokenizer(lang=lang) for lang in (src_lang, tgt_lang)}
         self._detokenizers = {lang: moses.MosesDetokenizer(lang=lang)
                               for lang in (src_lang, tgt_lang)}
@@ -105,6 +110,14 @@ class Subwords:
     def encode(self, text: str, lang: str) -> list[int]:
         """Subword ids of raw ``text`` in language ``lang``."""
         return self.processor.encode(self.moses(self._tokenizers[lang], text))
+
+    def encode_source(self, text: str, units: str = "subwords") -> list[int]:
+        """The source ids of raw ``text`` (source language): its subwords (:meth:`encode`) or,
+        with ``units="characters"``, the characters of its subwords
+        (:meth:`encode_characters`); no ``<sink>``."""
+        if units == "characters":
+            return self.encode_characters(text, self.src_lang)
+        return self.encode(text, self.src_lang)
 
     def encode_characters(self, text: str, lang: str) -> list[int]:
         """Ids of the characters of raw ``text``'s subwords (word starts keep the ``▁`` piece),

@@ -3,15 +3,20 @@
 ``NeedleDataModule``: find-the-needle classification. Each sequence holds random tokens and one
 marker token; the label is the token right after the marker. Solving it needs attention to a
 single position whose place varies, so it exercises every attention transform. Deterministic
-given ``seed``.
+given ``seed``. A trained model reads raw sequences (token ids separated by spaces, one sequence
+a line) with :class:`NeedleCodec`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from .batching import bucketed_loader
+from lit_structattn.common.codec import RawInputError, TextCodec
+
+from .batching import bucketed_loader, pad_rows
 from .splits import SplitDataModule
 
 MARKER = 1  # token id of the needle marker; 0 is padding
@@ -34,6 +39,48 @@ def make_needle_split(
     labels = (tokens[rows, positions + 1] - 2) % num_classes
     tokens = tokens.masked_fill(torch.arange(max_len) >= lengths[:, None], 0)
     return TensorDataset(tokens, lengths, labels)
+
+
+class NeedleCodec(TextCodec):
+    """Raw token-id sequences for a trained needle classifier
+    (:class:`~lit_structattn.common.codec.TextCodec`): examples are lists of ids, batches
+    ``tokens [B, T]`` (0-padded), ``lengths [B]``, ``labels [B]`` (-1: none given) and
+    ``index [B]``.
+
+    Args:
+        vocab_size: the model's token ids are ``1 .. vocab_size - 1`` (0 is padding).
+    """
+
+    format = f"one sequence per line, token ids separated by spaces ({MARKER}: the marker): 5 1 7 3"
+
+    def __init__(self, vocab_size: int) -> None:
+        self.vocab_size = vocab_size
+
+    def state(self) -> dict:
+        return {"vocab_size": self.vocab_size}
+
+    @classmethod
+    def from_state(cls, state: dict) -> NeedleCodec:
+        return cls(state["vocab_size"])
+
+    def parse(self, lines: Iterable[str], source: str = "<input>") -> list[list[int]]:
+        sequences = []
+        for number, line in enumerate(lines, start=1):
+            tokens = line.split()
+            if not tokens:
+                continue
+            outside = [t for t in tokens if not (t.isdecimal() and 0 < int(t) < self.vocab_size)]
+            if outside:
+                raise RawInputError(source, number, "token ids outside 1.."
+                                    f"{self.vocab_size - 1}: {' '.join(outside)}")
+            sequences.append([int(t) for t in tokens])
+        return sequences
+
+    def batch(self, examples: Sequence[Sequence[int]]) -> dict[str, torch.Tensor]:
+        lengths = [len(tokens) for tokens in examples]
+        return {"tokens": torch.tensor(pad_rows(examples, max(lengths))),
+                "lengths": torch.tensor(lengths), "labels": torch.full((len(examples),), -1),
+                "index": torch.arange(len(examples))}
 
 
 class NeedleDataModule(SplitDataModule):
@@ -80,6 +127,10 @@ class NeedleDataModule(SplitDataModule):
                 [("train", h.num_train), ("val", h.num_val), ("test", h.num_test)]
             )
         }
+
+    def text_codec(self) -> NeedleCodec:
+        """What a trained model keeps to read raw sequences (its checkpoint saves it)."""
+        return NeedleCodec(self.hparams.vocab_size)
 
     def _loader(self, split: str, shuffle: bool = False) -> DataLoader:
         """Training batches in an order drawn from the seeds and the epoch only (resumable

@@ -25,12 +25,16 @@ and for word-level QE also::
                                (A = the batch's largest count, >= 1; an unaligned word gets none)
     source          [B, S]     source-vocabulary ids of the source sentence
     source_lengths  [B]
+
+Raw text (a trained model's inputs, :class:`TaggingCodec`): one sentence per line, words
+separated by spaces; its batch is the same layout with the padding tag 0 as every tag.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -38,6 +42,7 @@ from typing import Any, NamedTuple
 import torch
 from torch.utils.data import Dataset
 
+from lit_structattn.common.codec import RawInputError, TextCodec
 from lit_structattn.common.constants import PAD, PAD_ID
 
 from .batching import pad_rows
@@ -226,6 +231,97 @@ def collate_tagged(items: Sequence[EncodedSentence]) -> dict[str, torch.Tensor]:
     return batch
 
 
+# ----------------------------------------------------------------------------- raw text
+
+
+def raw_words(text: str | Sequence[str], what: str = "sentence") -> tuple[str, ...]:
+    """The words of a raw sentence given as a string (split on whitespace) or as its words;
+    ``ValueError`` if there are none."""
+    words = tuple(text.split()) if isinstance(text, str) else tuple(str(w) for w in text)
+    if not words:
+        raise ValueError(f"empty {what}")
+    return words
+
+
+def untagged(words: tuple[str, ...], source: tuple[str, ...] | None = None,
+             alignment: tuple[tuple[int, int], ...] | None = None) -> TaggedSentence:
+    """A sentence whose tags are unknown: every tag is the padding tag (id 0 in a batch)."""
+    return TaggedSentence(words, (PAD,) * len(words), source, alignment)
+
+
+@contextmanager
+def raw_input_at(source: str, number: int) -> Iterator[None]:
+    """Turns a ``ValueError`` raised inside into a :class:`RawInputError` naming
+    ``source:number``."""
+    try:
+        yield
+    except ValueError as error:
+        raise RawInputError(source, number, str(error)) from None
+
+
+class TaggingCodec(TextCodec):
+    """Raw sentences for a trained tagger (:class:`~lit_structattn.common.codec.TextCodec`):
+    the data's word, affix and tag vocabularies, read with the DataModule's word features
+    (:class:`SentenceEncoder`) into its batches (:func:`collate_tagged`). Unknown words and
+    affixes map to ``<unk>``; a raw sentence's tags are unknown, so its ``tags`` row is the
+    padding tag 0. Blank lines are skipped.
+
+    Attributes: ``encoder`` (the :class:`SentenceEncoder` of the vocabularies).
+    """
+
+    format = ("one sentence per line, words separated by spaces: "
+              "Peter Blackburn visited Brussels .")
+
+    def __init__(self, vocab: Vocabulary, affix_vocab: Vocabulary, tag_vocab: Vocabulary
+                 ) -> None:
+        self.encoder = SentenceEncoder(vocab, affix_vocab, tag_vocab)
+
+    def vocabularies(self) -> dict[str, Vocabulary]:
+        """The codec's vocabularies by the name of their constructor argument."""
+        encoder = self.encoder
+        return {"vocab": encoder.vocab, "affix_vocab": encoder.affix_vocab,
+                "tag_vocab": encoder.tag_vocab}
+
+    def state(self) -> dict[str, Any]:
+        return {name: vocab.state() for name, vocab in self.vocabularies().items()}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> TaggingCodec:
+        return cls(**{name: Vocabulary.from_state(vocab) for name, vocab in state.items()})
+
+    def example(self, words: str | Sequence[str], source: str | Sequence[str] | None = None,
+                alignment: str | Iterable[tuple[int, int]] | None = None) -> TaggedSentence:
+        """A raw sentence (a string split on whitespace, or its words) as an untagged
+        :class:`TaggedSentence`; ``ValueError`` if it is empty, or if a source sentence or an
+        alignment comes with it (only word-level QE reads them, :class:`~.word_qe.QECodec`)."""
+        if source is not None or alignment is not None:
+            raise ValueError("a source sentence or an alignment for a tagger that reads none "
+                             "(it is not a word-level QE model)")
+        return untagged(raw_words(words))
+
+    def fields(self, line: str) -> tuple[str, ...]:
+        """The arguments of :meth:`example` in one raw line; ``ValueError`` if it is malformed
+        (here: a tab, the separator of the word-level QE format, not of this one)."""
+        if "\t" in line:
+            raise ValueError("a tab in the sentence: its words are separated by spaces "
+                             "(MT<TAB>source<TAB>alignment is the word-level QE format)")
+        return (line,)
+
+    def parse(self, lines: Iterable[str], source: str = "<input>") -> list[TaggedSentence]:
+        examples = []
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            with raw_input_at(source, number):
+                examples.append(self.example(*self.fields(line.rstrip("\n"))))
+        return examples
+
+    def batch(self, examples: Sequence[TaggedSentence]) -> dict[str, torch.Tensor]:
+        """The :func:`collate_tagged` batch of ``examples`` (``tags [B, T]`` all padding,
+        ``index [B]`` their positions in ``examples``)."""
+        return collate_tagged([self.encoder.encode(s, i) for i, s in enumerate(examples)])
+
+
 # ----------------------------------------------------------------------------- the hub
 
 
@@ -408,6 +504,11 @@ class TaggingDataModule(SplitDataModule):
         return SentenceEncoder(self.vocab, self.affix_vocab, self.tag_vocab)
 
     collate = staticmethod(collate_tagged)  # batches of the length-bucketed loaders
+
+    def text_codec(self) -> TaggingCodec:
+        """What a trained tagger keeps to read raw sentences (its checkpoint saves it)."""
+        self.set_up()
+        return TaggingCodec(self.vocab, self.affix_vocab, self.tag_vocab)
 
     # What the tagger (EasyFirstTagger) and its task (TaggingTask) take from the data: the CLI
     # links each into the argument of the same name when it instantiates the classes, before

@@ -30,17 +30,24 @@ predictions back with :meth:`TranslationDataModule.set_fertilities` (``Translati
 this in its ``prepare_data`` and ``setup`` hooks; see :mod:`lit_structattn.fertility_training`);
 until then the loaders refuse to serve batches. With ``constant`` there is no ``fertility``
 key: the model applies its constant.
+
+A trained model reads raw source sentences through :class:`TranslationCodec`
+(:meth:`TranslationDataModule.text_codec`, kept in every checkpoint): the BPE model itself, the
+languages, the source and target units, the sink and the fertilities (the GUIDED table, or the
+PREDICTED fertility predictor, which the task runs).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import torch
 from torch.utils.data import DataLoader
 
 from lit_structattn.common.checks import check_choice
+from lit_structattn.common.codec import RawInputError, TextCodec
 from lit_structattn.common.constants import BOS_ID, EOS_ID
 from lit_structattn.common.optional import optional_import
 
@@ -117,6 +124,101 @@ def collate_pairs(items: Sequence[Item]) -> dict[str, torch.Tensor]:
     return batch
 
 
+class SourceSentence(NamedTuple):
+    """A raw source sentence as :class:`TranslationCodec` reads it: its ``text``, its source
+    ``ids`` (subwords or characters, then ``<sink>`` if the model has one) and its GUIDED
+    ``fertility`` (one per id; None for the other strategies)."""
+
+    text: str
+    ids: list[int]
+    fertility: list[float] | None
+
+
+class TranslationCodec(TextCodec):
+    """Raw source sentences for a trained translation model, and its outputs back into text
+    (:class:`~lit_structattn.common.codec.TextCodec`): what the data built in ``setup``, with no
+    file and no cache folder.
+
+    Args:
+        subwords: the joint BPE model and the Moses languages (with the target word vocabulary
+            for ``target_units="words"``).
+        source_units: ``subwords`` or ``characters``.
+        sink: whether every source ends with ``<sink>``.
+        fertility_strategy: ``constant``, ``guided`` or ``predicted``.
+        fertility_table: GUIDED: the fertility of every source subword seen in training
+            (:func:`~datamodules.fertility.guided_fertility_table`); unseen ones get 1.
+        predictor: PREDICTED: the fertility predictor as plain values (``sizes`` and
+            ``weights``, :func:`lit_structattn.fertility_training.predictor_state`). The data
+            runs no model: the task rebuilds it and adds the ``fertility`` of raw batches
+            (:meth:`~lit_structattn.tasks.TranslationTask.with_fertility`).
+
+    Batches: the layout of :func:`collate_pairs` with empty targets (``tgt_in`` = ``<bos>``,
+    ``tgt_out`` = ``<eos>``) and ``index`` the sentence's position; ``fertility [B, S]`` with
+    GUIDED fertilities. Blank lines are skipped; unseen subwords and characters are ``<unk>``.
+    """
+
+    format = "one source sentence per line, raw (untokenized) text: Der Hund läuft im Park."
+
+    def __init__(self, subwords: Subwords, source_units: str = "subwords", sink: bool = False,
+                 fertility_strategy: str = "constant",
+                 fertility_table: dict[str, int] | None = None,
+                 predictor: dict[str, Any] | None = None) -> None:
+        check_choice("source_units", source_units, SOURCE_UNITS)
+        check_choice("fertility_strategy", fertility_strategy, FERTILITIES)
+        needed = {"guided": ("fertility_table", fertility_table),
+                  "predicted": ("predictor", predictor)}.get(fertility_strategy)
+        if needed is not None and needed[1] is None:
+            raise ValueError(f"fertility_strategy={fertility_strategy!r} needs the {needed[0]}")
+        self.subwords, self.source_units, self.sink = subwords, source_units, sink
+        self.fertility_strategy = fertility_strategy
+        self.fertility_table, self.predictor = fertility_table, predictor
+
+    def state(self) -> dict[str, Any]:
+        """The BPE model's bytes (``sentencepiece``, a uint8 tensor), the languages, the
+        target words (None for subword targets), the units, the sink and the fertilities."""
+        proto = self.subwords.processor.serialized_model_proto()
+        words = self.subwords.target_words
+        return {"sentencepiece": torch.frombuffer(bytearray(proto), dtype=torch.uint8),
+                "src_lang": self.subwords.src_lang, "tgt_lang": self.subwords.tgt_lang,
+                "target_words": None if words is None else words.state()["tokens"],
+                "source_units": self.source_units, "sink": self.sink,
+                "fertility_strategy": self.fertility_strategy,
+                "fertility_table": self.fertility_table, "predictor": self.predictor}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> TranslationCodec:
+        subwords = Subwords(state["sentencepiece"].cpu().numpy().tobytes(), state["src_lang"],
+                            state["tgt_lang"])
+        if state["target_words"] is not None:
+            subwords.target_words = TargetWords(state["target_words"], state["tgt_lang"])
+        return cls(subwords, state["source_units"], state["sink"], state["fertility_strategy"],
+                   state["fertility_table"], state["predictor"])
+
+    def parse(self, lines: Iterable[str], source: str = "<input>") -> list[SourceSentence]:
+        """The non-blank lines as :class:`SourceSentence`; :class:`RawInputError` for a line
+        that tokenizes to nothing (control characters only)."""
+        sentences = []
+        for number, line in enumerate(lines, start=1):
+            text = line.strip()
+            if not text:
+                continue
+            ids = self.subwords.encode_source(text, self.source_units)
+            if not ids:
+                raise RawInputError(source, number, "nothing to translate: the line has no "
+                                    "word once tokenized (control characters only?)")
+            fertility = None
+            if self.fertility_strategy == "guided":
+                fertility = lookup_fertilities([self.subwords.pieces(ids)],
+                                               self.fertility_table)[0] + [1.0] * self.sink
+            sentences.append(SourceSentence(text, ids + [SINK_ID] * self.sink, fertility))
+        return sentences
+
+    def batch(self, examples: Sequence[SourceSentence]) -> dict[str, torch.Tensor]:
+        """The :func:`collate_pairs` batch of ``examples`` (see the class docstring)."""
+        return collate_pairs([(sentence.ids, [], i, sentence.fertility)
+                              for i, sentence in enumerate(examples)])
+
+
 class TranslationDataModule(SplitDataModule):
     """A parallel corpus as subword batches (see the module docstring).
 
@@ -154,7 +256,8 @@ class TranslationDataModule(SplitDataModule):
 
     After :meth:`setup`: ``subwords`` (:class:`Subwords`), ``datasets``, ``dropped_train`` and,
     for guided / predicted fertilities, ``training_links`` (eflomal's links of every training
-    pair, dataset order).
+    pair, dataset order); for guided ones ``fertility_table`` (source subword -> fertility),
+    for predicted ones, once given, ``fertility_predictor`` (the predictor's plain values).
     """
 
     def __init__(
@@ -209,6 +312,8 @@ class TranslationDataModule(SplitDataModule):
         self.datasets: dict[str, TranslationDataset] = {}
         self.dropped_train = 0
         self.training_links: list[Links] | None = None
+        self.fertility_table: dict[str, int] | None = None  # guided
+        self.fertility_predictor: dict | None = None  # predicted, by set_fertilities
         self._fertilities_given = False  # predicted ones, by set_fertilities
 
     def data_folder(self) -> Path:
@@ -273,13 +378,11 @@ class TranslationDataModule(SplitDataModule):
             self.subwords.target_words = TargetWords.from_tokenized(
                 (self.subwords.tokens(t, h.tgt_lang) for _, t in pairs["train"]),
                 h.word_vocab_size, h.tgt_lang)
-        encode_source = (self.subwords.encode if h.source_units == "subwords"
-                         else self.subwords.encode_characters)
         max_source = h.max_source_length or h.max_length
         encoded = {}
         for split in SPLITS:
-            items = [(encode_source(s, h.src_lang), self.subwords.encode_target(t))
-                     for s, t in pairs[split]]
+            items = [(self.subwords.encode_source(s, h.source_units),
+                      self.subwords.encode_target(t)) for s, t in pairs[split]]
             kept = list(zip(pairs[split], items, strict=True))
             if split == "train":
                 kept = [(p, (s, t)) for p, (s, t) in kept
@@ -322,8 +425,9 @@ class TranslationDataModule(SplitDataModule):
             return None
         pieces = {split: [self.subwords.pieces(s) for s in rows]
                   for split, rows in sources.items()}
-        table = guided_fertility_table(pieces["train"], self.training_links)
-        return {split: lookup_fertilities(rows, table) for split, rows in pieces.items()}
+        self.fertility_table = guided_fertility_table(pieces["train"], self.training_links)
+        return {split: lookup_fertilities(rows, self.fertility_table)
+                for split, rows in pieces.items()}
 
     def source_ids(self, split: str) -> list[list[int]]:
         """The source subword ids of every pair of ``split`` (dataset order), without the
@@ -352,9 +456,13 @@ class TranslationDataModule(SplitDataModule):
         return (self.hparams.fertility_strategy == "predicted" and bool(self.datasets)
                 and not self._fertilities_given)
 
-    def set_fertilities(self, fertilities: dict[str, list[list[float]]]) -> None:
+    def set_fertilities(self, fertilities: dict[str, list[list[float]]],
+                        predictor: dict | None = None) -> None:
         """Give the ``predicted`` fertilities: per split, one value per source subword of every
         pair (dataset order, as :meth:`source_ids`); the sink gets the placeholder 1.0.
+        ``predictor``: the model that predicted them as plain values
+        (:func:`lit_structattn.fertility_training.predictor_state`), which :meth:`text_codec`
+        needs.
 
         Raises:
             RuntimeError: the strategy is not ``predicted``, or :meth:`setup` has not run.
@@ -373,6 +481,7 @@ class TranslationDataModule(SplitDataModule):
         for split, dataset in self.datasets.items():
             dataset.items = [(src, tgt, i, list(f) + sink) for (src, tgt, i, _), f
                              in zip(dataset.items, fertilities[split], strict=True)]
+        self.fertility_predictor = predictor
         self._fertilities_given = True
 
     def _loader(self, split: str, shuffle: bool = False) -> DataLoader:
@@ -422,6 +531,21 @@ class TranslationDataModule(SplitDataModule):
     def detokenize(self, ids: Sequence[int] | torch.Tensor) -> str:
         """Target-language text of a model output or a ``tgt_out`` row."""
         return self.subwords.decode(ids, self.hparams.tgt_lang)
+
+    def text_codec(self) -> TranslationCodec:
+        """What a trained model keeps to read raw source sentences (its checkpoint saves it),
+        from what :meth:`setup` built (set up now if it has not run).
+
+        Raises:
+            RuntimeError: PREDICTED fertilities not given yet, or given without their predictor
+                (:meth:`set_fertilities`).
+        """
+        h = self.set_up().hparams
+        if h.fertility_strategy == "predicted" and self.fertility_predictor is None:
+            raise RuntimeError("fertility_strategy='predicted': the text codec needs the "
+                               "fertility predictor, given with set_fertilities(..., predictor)")
+        return TranslationCodec(self.subwords, h.source_units, h.sink, h.fertility_strategy,
+                                self.fertility_table, self.fertility_predictor)
 
     collate = staticmethod(collate_pairs)  # batches of the length-bucketed loaders
 

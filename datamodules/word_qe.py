@@ -9,12 +9,16 @@ aligned to it (``aligned [B, T, A]`` in the batch, ids in :attr:`WordQEDataModul
 Default splits: ``train``, ``dev`` and ``test``. When the test split has no tags file (as in the
 shared WMT17 en-de sample, whose test tags are withheld), the **test split (and predict) serve
 the dev split** with a warning; pass ``test_prefix="dev"`` to say so explicitly.
+
+A trained model reads raw examples (:class:`QECodec`) one per line, the three columns of a split
+tab-separated: ``MT sentence<TAB>source sentence<TAB>alignment``.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +30,11 @@ from .files import MalformedLine, check_encoding, open_text, require_files, requ
 from .tagging import (
     SentenceEncoder,
     TaggedSentence,
+    TaggingCodec,
     TaggingDataModule,
     label_names,
+    raw_words,
+    untagged,
 )
 from .vocabulary import Vocabulary
 
@@ -78,21 +85,77 @@ def read_word_qe(prefix: str | os.PathLike, encoding: str = "utf-8") -> list[Tag
         for tag in tags:
             if tag not in QE_TAGS:
                 raise MalformedLine(paths["tags"], number, f"invalid tag {tag!r} (OK or BAD)")
-        alignment = []
-        for pair in lines["align"][index].split():
-            match = _PAIR.match(pair)
-            if match is None:
-                raise MalformedLine(paths["align"], number,
-                                    f"invalid alignment {pair!r} (expected source-MT, e.g. 3-4)")
-            i, j = int(match.group(1)), int(match.group(2))
-            if i >= len(source) or j >= len(mt):
-                raise MalformedLine(paths["align"], number,
-                                    f"alignment {pair} out of range ({len(source)} source words, "
-                                    f"{len(mt)} MT words, 0-based)")
-            alignment.append((i, j))
-        sentences.append(TaggedSentence(tuple(mt), tuple(tags), tuple(source),
-                                        tuple(sorted(set(alignment)))))
+        try:
+            alignment = checked_alignment(parse_alignment(lines["align"][index]), len(source),
+                                          len(mt))
+        except ValueError as error:
+            raise MalformedLine(paths["align"], number, str(error)) from None
+        sentences.append(TaggedSentence(tuple(mt), tuple(tags), tuple(source), alignment))
     return sentences
+
+
+def parse_alignment(text: str) -> list[tuple[int, int]]:
+    """The ``(source i, MT j)`` pairs of an alignment line (``i-j`` pairs separated by spaces);
+    ``ValueError`` naming a pair that is not ``i-j``."""
+    pairs = []
+    for pair in text.split():
+        match = _PAIR.match(pair)
+        if match is None:
+            raise ValueError(f"invalid alignment {pair!r} (expected source-MT, e.g. 3-4)")
+        pairs.append((int(match.group(1)), int(match.group(2))))
+    return pairs
+
+
+def checked_alignment(pairs: Iterable[tuple[int, int]], source_length: int, mt_length: int
+                      ) -> tuple[tuple[int, int], ...]:
+    """``pairs`` sorted, without duplicates; ``ValueError`` naming a pair outside the
+    sentences (0-based: ``i < source_length``, ``j < mt_length``)."""
+    for i, j in pairs:
+        if not (0 <= i < source_length and 0 <= j < mt_length):
+            raise ValueError(f"alignment {i}-{j} out of range ({source_length} source words, "
+                             f"{mt_length} MT words, 0-based)")
+    return tuple(sorted(set(pairs)))
+
+
+class QECodec(TaggingCodec):
+    """Raw word-level QE examples for a trained QE tagger: the tagger's codec
+    (:class:`~datamodules.tagging.TaggingCodec`) with the source vocabulary. An example is an
+    MT sentence (the words tagged OK/BAD), its source sentence and their alignment; the batch
+    adds ``aligned [B, T, A]``, ``source [B, S]`` and ``source_lengths [B]`` as the
+    DataModule's do. Blank lines are skipped."""
+
+    format = ("one MT sentence<TAB>source sentence<TAB>alignment per line (alignment: "
+              "source-MT word pairs i-j, 0-based): "
+              "das Haus ist klein<TAB>the house is small<TAB>0-0 1-1 2-2 3-3")
+
+    def __init__(self, vocab: Vocabulary, affix_vocab: Vocabulary, tag_vocab: Vocabulary,
+                 source_vocab: Vocabulary) -> None:
+        super().__init__(vocab, affix_vocab, tag_vocab)
+        self.encoder.source_vocab = source_vocab
+
+    def vocabularies(self) -> dict[str, Vocabulary]:
+        return {**super().vocabularies(), "source_vocab": self.encoder.source_vocab}
+
+    def example(self, words: str | Sequence[str], source: str | Sequence[str] | None = None,
+                alignment: str | Iterable[tuple[int, int]] | None = None) -> TaggedSentence:
+        """An MT sentence with its ``source`` sentence (each a string split on whitespace, or
+        its words) and their ``alignment`` (an alignment line ``"0-0 1-2"``, or
+        ``(source i, MT j)`` pairs, 0-based) as an untagged :class:`TaggedSentence`;
+        ``ValueError`` if one is missing or empty, or a pair is malformed or out of range."""
+        if source is None or alignment is None:
+            raise ValueError("a word-level QE model reads every MT sentence with its source "
+                             "sentence and their alignment")
+        mt, source = raw_words(words, "MT sentence"), raw_words(source, "source sentence")
+        if isinstance(alignment, str):
+            alignment = parse_alignment(alignment)
+        return untagged(mt, source, checked_alignment(alignment, len(source), len(mt)))
+
+    def fields(self, line: str) -> tuple[str, ...]:
+        fields = line.split("\t")
+        if len(fields) != 3:
+            raise ValueError(f"expected MT sentence<TAB>source sentence<TAB>alignment, found "
+                             f"{len(fields)} tab-separated field{'s' * (len(fields) != 1)}")
+        return tuple(fields)
 
 
 class WordQEDataModule(TaggingDataModule):
@@ -196,6 +259,11 @@ class WordQEDataModule(TaggingDataModule):
         self.source_vocab = Vocabulary.build(source_words, self.hparams.min_count)
         encoder.source_vocab = self.source_vocab
         return encoder
+
+    def text_codec(self) -> QECodec:
+        """What a trained QE tagger keeps to read raw examples (its checkpoint saves it)."""
+        self.set_up()
+        return QECodec(self.vocab, self.affix_vocab, self.tag_vocab, self.source_vocab)
 
     @property
     def source_vocab_size(self) -> int:

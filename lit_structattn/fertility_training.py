@@ -11,7 +11,9 @@ Two steps, as Lightning's hooks run them under DDP (``TranslationTask`` calls bo
   predictor, and store it at :func:`predictor_file`, beside the data's BPE model and links.
 - :func:`give_predicted_fertilities` (``setup``, every process): load the cached predictor
   (training it first if it is missing) and hand every split's expected fertility + 1 to the
-  data (:meth:`TranslationDataModule.set_fertilities`).
+  data (:meth:`TranslationDataModule.set_fertilities`), with the predictor as plain values
+  (:func:`predictor_state`): the data's text codec carries it into every checkpoint, and the
+  task rebuilds it (:func:`predictor_from_state`) to give raw sentences their fertilities.
 
 Neither step touches the global random state (training follows its own seed, loading builds the
 predictor under ``torch.random.fork_rng``): a run that trains the predictor and one that finds
@@ -64,16 +66,34 @@ def train_fertility_predictor(data: TranslationDataModule, epochs: int, log=rank
 def load_fertility_predictor(path: Path, vocab_size: int) -> FertilityPredictor:
     """The predictor stored at ``path`` (in eval mode), built without drawing from the global
     random state."""
+    return predictor_from_state({"sizes": {"vocab_size": vocab_size},
+                                 "weights": torch.load(path, map_location="cpu")})
+
+
+def predictor_state(model: FertilityPredictor) -> dict:
+    """``model`` as plain values, what a text codec keeps in a checkpoint: ``sizes`` (the
+    constructor's arguments) and ``weights`` (its state dict)."""
+    lstm = model.rnn.lstm
+    sizes = {"vocab_size": model.embed.num_embeddings, "embed_dim": model.embed.embedding_dim,
+             "hidden_dim": lstm.hidden_size, "num_layers": lstm.num_layers,
+             "dropout": model.dropout.p, "classes": model.output.out_features}
+    return {"sizes": sizes, "weights": dict(model.state_dict())}
+
+
+def predictor_from_state(state: dict) -> FertilityPredictor:
+    """The predictor of a :func:`predictor_state` (sizes left out take their defaults), in eval
+    mode, built without drawing from the global random state."""
     with torch.random.fork_rng(devices=[]):
-        model = FertilityPredictor(vocab_size)
-    model.load_state_dict(torch.load(path, map_location="cpu"))
+        model = FertilityPredictor(**state["sizes"])
+    model.load_state_dict(state["weights"])
     return model.eval()
 
 
 def give_predicted_fertilities(data: TranslationDataModule, epochs: int) -> None:
     """Set ``data``'s predicted fertilities (``data`` set up, ``fertility_strategy=
     "predicted"``): per split, the predictor's expected fertility + 1 of every source subword
-    (a list per pair, as long as its source without the sink)."""
+    (a list per pair, as long as its source without the sink); the predictor goes with them,
+    for the data's text codec (raw sentences get their fertilities from it)."""
     model = load_fertility_predictor(train_fertility_predictor(data, epochs), len(data.subwords))
     data.set_fertilities({split: predict_fertilities(model, data.source_ids(split))
-                          for split in data.datasets})
+                          for split in data.datasets}, predictor=predictor_state(model))

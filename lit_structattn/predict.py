@@ -35,13 +35,8 @@ FORMATS = {
 def _formats() -> str:
     from .common.codec import import_class
 
-    lines = []
-    for family, path in FORMATS.items():
-        try:
-            lines.append(f"  {family}: {import_class(path).format}")
-        except (ImportError, AttributeError):  # a family whose codec is not there yet
-            continue
-    return "\n".join(lines)
+    return "\n".join(f"  {family}: {import_class(path).format}"
+                     for family, path in FORMATS.items())
 
 
 def predict_file(checkpoint: str | Path, lines: list[str], output, source: str = "<input>",

@@ -84,7 +84,7 @@ def test_fit_test_predict_nef(tmp_path):
     assert len(records) == 2 * 16  # two predict batches
     for record in records:
         length = len(record["words"])
-        assert len(record["prediction"]) == length and len(record["attention"]) == length  # N=L
+        assert len(record["tags"]) == length and len(record["attention"]) == length  # N=L
         cumulative = [sum(column) for column in zip(*record["attention"], strict=True)]
         assert all(c <= 1 + 1e-4 for c in cumulative)  # csoftmax: at most one unit per word
 

@@ -18,7 +18,7 @@ from datamodules.tree_transduction import FormulaCodec, TreeTransductionDataModu
 from datamodules.vocabulary import Vocabulary
 from lit_structattn.common.codec import RawInputError, codec_record, restore_codec
 from lit_structattn.common.constants import SEQUENCE_SPECIALS
-from lit_structattn.tasks import TransductionTask, load_task
+from lit_structattn.tasks import load_task
 from tests.test_seq2seq_cli import ROOT, structattn, trained  # noqa: F401 (the fixture)
 
 FORMULAS = ["( + 1 2 )", "( * 3 ( + 4 5 ) 6 )"]

@@ -460,6 +460,14 @@ class EasyFirstTagger(nn.Module):
             return per_sentence.sum() / mask.sum().clamp_min(1)
         return per_sentence.mean()
 
+    def marginals(self, outputs: EasyFirstOutput, lengths: Tensor) -> Tensor:
+        """``[B, T, K]`` every word's marginal distribution over the tags under the CRF output
+        layer (the chain :meth:`predict` decodes; 0 beyond ``lengths [B]``). ``ValueError``
+        without a CRF."""
+        if not self.crf:
+            raise ValueError("marginals need the CRF output layer (crf=True)")
+        return LinearChainCRF(self._unary(outputs, lengths), self.transition, lengths).marginals
+
     @torch.no_grad()
     def predict(self, outputs: EasyFirstOutput, lengths: Tensor | None = None) -> Tensor:
         """``[B, T]`` long predicted tags (Viterbi with the CRF, else per-token argmax); the

@@ -6,6 +6,7 @@ travels in every checkpoint)."""
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -74,6 +75,12 @@ class Task(L.LightningModule):
                 f"{type(self).__name__} has no text codec: load it from a checkpoint saved by "
                 "this version of lit_structattn, or attach the DataModule it was trained on")
         return self._codec
+
+    @text_codec.setter
+    def text_codec(self, codec: TextCodec) -> None:
+        """Give the task a codec (the DataModule's ``text_codec()``), e.g. for a checkpoint
+        saved before checkpoints kept it; the next checkpoint keeps it."""
+        self._codec = codec
 
     def predict_text(self, lines: Iterable[str], source: str = "<input>",
                      batch_size: int = 32) -> list[dict]:
@@ -169,7 +176,8 @@ def flat_hyperparameters(hparams: Mapping[str, Any], prefix: str = "") -> dict[s
 
 def load_task(checkpoint_path: str | Path, map_location: Any = "cpu") -> Task:
     """The task of a checkpoint, whatever its class (the checkpoint names it), with its text
-    codec: ``load_task("best.ckpt").predict_text(["( + 1 2 )"])``."""
+    codec, in evaluation mode: ``load_task("best.ckpt").predict_text(["( + 1 2 )"])``.
+    The checkpoint is unpickled in full: load only checkpoints you trust."""
     checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=False)
     name = checkpoint.get(TASK_KEY)
     if name is None:
@@ -178,4 +186,9 @@ def load_task(checkpoint_path: str | Path, map_location: Any = "cpu") -> Task:
     cls = import_class(name)
     if not (isinstance(cls, type) and issubclass(cls, Task)):
         raise ValueError(f"{checkpoint_path}: {name} is not a lit_structattn task")
-    return cls.load_from_checkpoint(checkpoint_path, map_location=map_location)
+    # A task built in Python keeps its model object in its hyper-parameters (one built by the
+    # CLI keeps the model's config), which only a full unpickling reads; Lightning < 2.6 always
+    # unpickles in full and has no such argument.
+    full = ({"weights_only": False}
+            if "weights_only" in inspect.signature(cls.load_from_checkpoint).parameters else {})
+    return cls.load_from_checkpoint(checkpoint_path, map_location=map_location, **full).eval()

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 import torch.nn.functional as F
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torchmetrics.classification import MulticlassAccuracy
 
+from ..common.rounding import rounded
 from ..models.pooling import AttentionPoolingClassifier
 from .base import Task
 
@@ -62,6 +65,24 @@ class SequenceClassifier(Task):
     def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         self._evaluate(batch, "test")
 
-    def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> dict:
+    def classify(self, sequences: Sequence[str | Sequence[int]], batch_size: int = 32
+                 ) -> list[dict]:
+        """The labels of raw sequences, each a line of token ids separated by spaces
+        (``"5 1 7 3"``) or a list of ids: see :meth:`records`."""
+        lines = [s if isinstance(s, str) else " ".join(map(str, s)) for s in sequences]
+        return self.predict_text(lines, batch_size=batch_size)
+
+    def records(self, batch: dict[str, torch.Tensor], examples: Sequence | None = None
+                ) -> list[dict]:
+        """One JSON-ready record per sequence of ``batch``: ``tokens`` (its ids),
+        ``prediction`` (the most likely label) and ``attention [T]`` (the pooling weights over
+        its tokens)."""
         logits, attention = self(batch)
-        return {"prediction": logits.argmax(-1), "attention": attention}
+        predictions = logits.argmax(-1).tolist()
+        return [{"tokens": batch["tokens"][b, :n].tolist(), "prediction": predictions[b],
+                 "attention": rounded(attention[b, :n])}
+                for b, n in enumerate(batch["lengths"].tolist())]
+
+    def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> list[dict]:
+        """:meth:`records` of a batch of the DataModule's predict split."""
+        return self.records(batch)

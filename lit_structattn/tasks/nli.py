@@ -5,11 +5,14 @@ and any transform between the sentences.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 import torch.nn.functional as F
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torchmetrics.classification import MulticlassAccuracy
 
+from ..common.rounding import rounded
 from ..figures import AttentionMap
 from ..models.decomposable import SUPERVISED, DecomposableAttention, DecomposableOutput
 from ..models.parser import DependencyParser
@@ -105,6 +108,7 @@ class NLITask(Task):
             f"{100 * uas['dev']:.1f} / test {100 * uas['test']:.1f}")
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
+        super().on_save_checkpoint(checkpoint)
         if self.model.parser_ids is not None:  # a supervised parser: its vocabulary's size
             checkpoint["supervised_parser_vocab"] = self.model.parser.embedding.num_embeddings
 
@@ -144,11 +148,48 @@ class NLITask(Task):
     def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         self._evaluate(batch, "test")
 
+    def classify(self, premises: Sequence[str], hypotheses: Sequence[str],
+                 batch_size: int = 32) -> list[dict]:
+        """The labels of raw pairs ``premises[i]``, ``hypotheses[i]`` (sentences, split into
+        words as the data's): see :meth:`records`. ``ValueError`` unless there are as many
+        hypotheses as premises, or for a tab or line break in a sentence."""
+        if len(premises) != len(hypotheses):
+            raise ValueError(f"{len(premises)} premises but {len(hypotheses)} hypotheses")
+        bad = [s for s in (*premises, *hypotheses) if "\t" in s or "\n" in s]
+        if bad:
+            raise ValueError(f"a sentence holds a tab or a line break: {bad[0]!r}")
+        lines = [f"{p}\t{h}" for p, h in zip(premises, hypotheses, strict=True)]
+        return self.predict_text(lines, batch_size=batch_size)
+
+    def records(self, batch: dict[str, torch.Tensor], examples: Sequence | None = None
+                ) -> list[dict]:
+        """One JSON-ready record per pair of ``batch``: ``premise`` and ``hypothesis`` (the
+        vocabulary's words), ``label`` (the most likely), ``probabilities`` (label ->
+        probability), ``attention [n, m]`` (every premise word's weights over the hypothesis
+        words) and, with intra-sentence attention, ``parents [n, n + 1]`` (every premise word's
+        distribution over its heads, the root ``$`` first: the soft parents, or the supervised
+        parse's one-hot rows for ``hard_parent``)."""
+        output = self(batch)
+        codec = self.text_codec
+        probabilities = output.logits.softmax(-1)
+        records = []
+        for b, (n, m) in enumerate(zip(batch["premise_lengths"].tolist(),
+                                       batch["hypothesis_lengths"].tolist(), strict=True)):
+            record = {
+                "premise": codec.vocab.decode(batch["premise"][b, :n]),
+                "hypothesis": codec.vocab.decode(batch["hypothesis"][b, :m]),
+                "label": codec.labels[int(probabilities[b].argmax())],
+                "probabilities": dict(zip(codec.labels, rounded(probabilities[b]), strict=True)),
+                "attention": rounded(output.premise_attention[b, :n, :m]),
+            }
+            if output.premise_parents is not None:
+                record["parents"] = rounded(output.premise_parents[b].T[1 : n + 1, : n + 1])
+            records.append(record)
+        return records
+
     def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> list[dict]:
-        labels = self.trainer.datamodule.labels
-        predicted = self(batch).logits.argmax(-1).tolist()
-        return [{"index": i, "prediction": labels[p]}
-                for i, p in zip(batch["index"].tolist(), predicted, strict=True)]
+        """:meth:`records` of a batch of the DataModule's predict split."""
+        return self.records(batch)
 
     @torch.no_grad()
     def attention_figures(self, batch: dict[str, torch.Tensor], vocab, limit: int) -> list:

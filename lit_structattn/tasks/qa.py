@@ -4,12 +4,14 @@ per hop) against the unary and binary CRF attention over facts."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torchmetrics import MeanMetric
 
+from ..common.rounding import rounded
 from ..figures import AttentionMap
 from ..metrics.qa import FactSequenceAccuracy
 from ..models.memory_network import MemoryNetwork, MemoryOutput
@@ -103,6 +105,53 @@ class QATask(Task):
 
     def on_test_epoch_end(self) -> None:
         self._log_fact_accuracy("test")
+
+    def answer(self, story: Sequence[str], questions: Sequence[str], batch_size: int = 32
+               ) -> list[dict]:
+        """Answers to ``questions`` (``"Where is Mary?"``) about one ``story`` (its statements in
+        order, ``"Mary moved to the bathroom."``; the last ``memory_size`` of them are the
+        memory), each asked after the whole story: see :meth:`records`. ``ValueError`` for a
+        statement with a ``?`` (which the bAbI format reads as a question) and for a tab or a
+        line break in a sentence."""
+        misread = [s for s in story if "?" in s] + [s for s in (*story, *questions)
+                                                     if "\t" in s or "\n" in s]
+        if misread:
+            raise ValueError("a statement holds no '?' (the bAbI format reads it as a question) "
+                             f"and no sentence a tab or a line break: {misread[0]!r}")
+        lines = [f"{i} {sentence}" for i, sentence in enumerate(story, start=1)]
+        lines += [f"{i} {question}\t" for i, question in enumerate(questions, start=len(lines) + 1)]
+        return self.predict_text(lines, batch_size=batch_size)
+
+    def records(self, batch: dict[str, torch.Tensor], examples: Sequence | None = None
+                ) -> list[dict]:
+        """One JSON-ready record per question of ``batch``: ``story`` (its memories, oldest
+        first, as sentences of the vocabulary's words), ``question``, ``answer`` (the most
+        likely word), ``attention [K, n]`` (p(z_k = i): per hop the distribution over the n
+        memories; the CRFs' marginals), ``facts`` (the selected memory per step, as the fact
+        accuracy counts them: the per-hop argmax for MemN2N, the CRFs' most likely sequence)
+        and, for the binary CRF, ``edge_marginals [K-1, n, n]`` (p(z_k = i, z_{k+1} = j))."""
+        output = self(batch)
+        words = self.text_codec.vocab
+        answers = output.logits.argmax(-1).tolist()
+        records = []
+        for b, n in enumerate(batch["story_lengths"].tolist()):
+            lengths = batch["sentence_lengths"][b].tolist()
+            record = {
+                "story": [" ".join(words.decode(batch["story"][b, i, : lengths[i]]))
+                          for i in range(n)],
+                "question": " ".join(words.decode(batch["query"][b, : batch["query_lengths"][b]])),
+                "answer": words.tokens[answers[b]],
+                "attention": rounded(output.attention[b, :, :n]),
+                "facts": output.fact_sequence[b].tolist(),
+            }
+            if output.edge_marginals is not None:
+                record["edge_marginals"] = rounded(output.edge_marginals[b, :, :n, :n])
+            records.append(record)
+        return records
+
+    def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> list[dict]:
+        """:meth:`records` of a batch of the DataModule's predict split."""
+        return self.records(batch)
 
     @torch.no_grad()
     def attention_figures(self, batch: dict[str, torch.Tensor], vocab, limit: int) -> list:

@@ -6,7 +6,8 @@ Batches (from the tagging DataModules): ``words [B, T]``, ``prefixes``/``suffixe
 ``caps [B, T]``, ``tags [B, T]`` (0 = padding), ``lengths [B]``, ``index [B]`` (position in the
 split) and, for QE, ``aligned [B, T, A]``. Logs ``train/loss``, ``val/loss`` and
 ``{val,test}/<metric>`` (also as ``{val,test}/score``, which the configs' checkpointing monitors
-whatever the metric).
+whatever the metric). A trained tagger tags raw sentences from its checkpoint alone
+(:meth:`TaggingTask.tag`, ``predict_text``, ``structattn predict``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from lightning.pytorch.plugins.precision import MixedPrecision
 
+from datamodules.tagging import TaggedSentence, raw_input_at
+
 from ..common.checks import check_choice
+from ..common.rounding import rounded
 from ..figures import Raindrop
 from ..metrics import EntityF1, F1Mult, FirstFocusShare, TokenAccuracy
 from ..models.easy_first import EasyFirstOutput, EasyFirstTagger
@@ -145,23 +149,68 @@ class TaggingTask(Task):
     def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         self._evaluate(batch, "test")
 
-    def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> list[dict]:
-        """One JSON-ready record per sentence: words, predicted tags, attention per step."""
+    # ------------------------------------------------------------------ predictions
+
+    def tag(self, sentences: Sequence[str | Sequence[str]], batch_size: int = 32, *,
+            sources: Sequence[str | Sequence[str]] | None = None,
+            alignments: Sequence[str | Sequence[tuple[int, int]]] | None = None) -> list[dict]:
+        """The tags of raw sentences, one :meth:`records` record per sentence. A sentence is a
+        string (split on whitespace) or its list of words. A word-level QE model also reads,
+        per (MT) sentence, its source sentence (``sources``, the same forms) and their
+        alignment (``alignments``: ``"0-0 1-2"`` or ``(source i, MT j)`` pairs, 0-based).
+        Errors name the sentence's position (``<input>:3: empty sentence``)."""
+        sentences = list(sentences)
+        for name, given in (("sources", sources), ("alignments", alignments)):
+            if given is not None and len(given) != len(sentences):
+                raise ValueError(f"{len(given)} {name} for {len(sentences)} sentences")
+        codec = self.text_codec
+        examples = []
+        for n, words in enumerate(sentences):
+            with raw_input_at("<input>", n + 1):
+                examples.append(codec.example(words, None if sources is None else sources[n],
+                                              None if alignments is None else alignments[n]))
+        return self.predict_examples(examples, batch_size)
+
+    def records(self, batch: dict[str, torch.Tensor], examples: Sequence[TaggedSentence]
+                ) -> list[dict]:
+        """One JSON-ready record per sentence of ``batch`` (``examples``: its sentences, in
+        the batch's order):
+
+        - ``words``: the words as given (an unknown word too, not ``<unk>``); for word-level
+          QE also ``source``, the source sentence's words;
+        - ``tags``: the predicted tag of every word (Viterbi under a CRF, else the best tag);
+        - ``attention [steps, T]``: the easy-first attention over the words at every sketch
+          step (absent without sketch steps: the BiLSTM baselines);
+        - with a CRF output layer, ``tag_names`` (the tags without the padding tag, ``K`` of
+          them) and ``marginals [T, K]``: every word's marginal distribution over those tags.
+        """
         outputs = self(batch)
-        prediction = self.model.predict(outputs, batch["lengths"])
-        data = self.trainer.datamodule
-        split = data.datasets["test"]
+        lengths = batch["lengths"]
+        prediction = self.model.predict(outputs, lengths).tolist()
+        steps = outputs.steps.tolist()
+        marginals = names = None
+        if self.model.crf:
+            kept = [k for k in range(self.model.num_tags) if k != self.model.pad_tag]
+            marginals = self.model.marginals(outputs, lengths)[..., kept]
+            names = [self.tag_names[k] for k in kept]
         records = []
-        for b, (index, length) in enumerate(zip(batch["index"].tolist(),
-                                                batch["lengths"].tolist(), strict=True)):
-            steps = int(outputs.steps[b])
-            records.append({
-                "words": list(split.sentences[index].words),
-                "prediction": [self.tag_names[t] for t in prediction[b, :length].tolist()],
-                "attention": [[round(w, 5) for w in row]
-                              for row in outputs.attention[b, :steps, :length].tolist()],
-            })
+        for b, (example, length) in enumerate(zip(examples, lengths.tolist(), strict=True)):
+            record = {"words": list(example.words)}
+            if example.source is not None:
+                record["source"] = list(example.source)
+            record["tags"] = [self.tag_names[t] for t in prediction[b][:length]]
+            if self.model.decoder is not None:
+                record["attention"] = rounded(outputs.attention[b, : steps[b], :length])
+            if marginals is not None:
+                record["tag_names"] = names
+                record["marginals"] = rounded(marginals[b, :length])
+            records.append(record)
         return records
+
+    def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> list[dict]:
+        """:meth:`records` of a batch of the DataModule's predict split (its test sentences)."""
+        sentences = self.trainer.datamodule.datasets["test"].sentences
+        return self.records(batch, [sentences[i] for i in batch["index"].tolist()])
 
     @torch.no_grad()
     def attention_figures(self, batch: dict[str, torch.Tensor], vocab, limit: int) -> list:

@@ -12,6 +12,9 @@ test translations to ``<log_dir>/test_translations.txt``.
 With the data's ``fertility_strategy: predicted`` the task trains the fertility predictor (once
 per corpus, cached; :mod:`lit_structattn.fertility_training`) in ``prepare_data`` and gives the
 data its predicted fertilities in ``setup``.
+
+A checkpoint translates raw sentences on its own (:meth:`TranslationTask.translate`, ``structattn
+predict``): the data's :class:`~datamodules.translation.TranslationCodec` travels in it.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
+from functools import cached_property
 from pathlib import Path
 
 import torch
@@ -31,9 +35,15 @@ from datamodules.vocabulary import content_ids
 
 from ..common.constants import EOS
 from ..common.optional import optional_import
-from ..fertility_training import give_predicted_fertilities, train_fertility_predictor
+from ..common.rounding import rounded
+from ..fertility_training import (
+    give_predicted_fertilities,
+    predictor_from_state,
+    train_fertility_predictor,
+)
 from ..figures import AttentionMap
 from ..metrics.translation import bleu_chrf, drop_alignments, drop_score, rep_score
+from ..models.fertility import FertilityPredictor
 from ..models.seq2seq import Seq2Seq
 from .base import Task
 
@@ -182,14 +192,22 @@ class TranslationTask(Task):
     def _max_len(self, batch: dict[str, torch.Tensor]) -> int:
         return min(self.hparams.max_decode_len, 2 * int(batch["src_lengths"].max()) + 10)
 
-    def translate(self, batch: dict[str, torch.Tensor], beam: int) -> torch.Tensor:
-        """Output subword ids ``[B, T']`` (greedy for ``beam == 1``)."""
-        args = (batch["src"], batch["src_lengths"], self._max_len(batch))
+    def greedy(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Greedy decoding of ``batch``: output ids ``[B, T']`` (0 after ``<eos>``) and the
+        decoder's attention over the source at every step ``[B, T', S]``."""
         with self.model.joint_positions(self.hparams.test_joint_k):
-            if beam <= 1:
-                return self.model.greedy(*args, fertility=batch.get("fertility"))[0]
-            return self.model.beams(*args, beam=beam, fertility=batch.get("fertility")).best(
-                **self.penalty)
+            return self.model.greedy(batch["src"], batch["src_lengths"], self._max_len(batch),
+                                     batch.get("fertility"))
+
+    def decode(self, batch: dict[str, torch.Tensor], beam: int) -> torch.Tensor:
+        """Output ids ``[B, T']`` (greedy for ``beam == 1``, else beam search ranked with the
+        task's penalties)."""
+        if beam <= 1:
+            return self.greedy(batch)[0]
+        with self.model.joint_positions(self.hparams.test_joint_k):
+            return self.model.beams(batch["src"], batch["src_lengths"], self._max_len(batch),
+                                    beam=beam, fertility=batch.get("fertility")).best(
+                                        **self.penalty)
 
     def _collect(self, batch: dict[str, torch.Tensor], prediction: torch.Tensor) -> None:
         detokenize = self.trainer.datamodule.detokenize
@@ -207,7 +225,7 @@ class TranslationTask(Task):
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         self._update_nll(batch, "val")
-        self._collect(batch, self.translate(batch, beam=1))
+        self._collect(batch, self.decode(batch, beam=1))
 
     def on_validation_epoch_end(self) -> None:
         nll = float(self.nll["val"].compute())
@@ -262,7 +280,7 @@ class TranslationTask(Task):
 
     def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         self._update_nll(batch, "test")
-        self._collect(batch, self.translate(batch, beam=self.hparams.test_beam))
+        self._collect(batch, self.decode(batch, beam=self.hparams.test_beam))
 
     def on_test_epoch_end(self) -> None:
         nll = float(self.nll["test"].compute())
@@ -304,38 +322,87 @@ class TranslationTask(Task):
             [words(t, h.tgt_lang) for _, t in test],
             [words(t, h.tgt_lang) for t in hypotheses], h.aligner_iterations))
 
-    # ---- figures and predictions --------------------------------------------------------
+    # ---- raw sentences, figures and predictions ----------------------------------------
+
+    def translate(self, sentences: Sequence[str], batch_size: int = 32) -> list[dict]:
+        """Greedy translations of raw source sentences (untokenized text, one per item; blank
+        ones are skipped): one :meth:`records` record per sentence. Errors name the sentence's
+        position (``<input>:3``)."""
+        return self.predict_text(sentences, batch_size=batch_size)
+
+    def records(self, batch: dict[str, torch.Tensor], examples: Sequence | None = None
+                ) -> list[dict]:
+        """One JSON-ready record per source of ``batch``, decoded greedily (the validation
+        decoding; ``test_beam`` is not used): ``source`` (the raw sentence of ``examples``, the
+        parsed :class:`~datamodules.translation.SourceSentence`; without them the detokenized
+        source), ``translation`` (detokenized), ``source_pieces`` (the source subwords or
+        characters, without ``<sink>``), ``target_pieces`` (the output subwords or words, up to
+        ``<eos>``) and ``attention [len(target_pieces) + 1, len(source_pieces) (+ 1 for the
+        <sink>)]``: the decoder's distribution over the source at every output step, ``<eos>``
+        last (sparse and constrained attentions have exact zeros)."""
+        return [{**record, "attention": rounded(record["attention"])}
+                for record in self._greedy_records(batch, examples)]
+
+    def _greedy_records(self, batch: dict[str, torch.Tensor], examples: Sequence | None = None
+                        ) -> list[dict]:
+        """:meth:`records` with every ``attention`` the tensor itself (not rounded: the
+        figures tell exact zeros from small weights)."""
+        subwords, sink = self.text_codec.subwords, int(self.text_codec.sink)
+        prediction, attention = self.greedy(self.with_fertility(batch))
+        records = []
+        for b, length in enumerate(batch["src_lengths"].tolist()):
+            ids = prediction[b].tolist()
+            target = subwords.target_pieces(content_ids(ids, self.model.eos_id, ()))
+            source = batch["src"][b, : length - sink].tolist()
+            records.append({
+                "source": (examples[b].text if examples is not None
+                           else subwords.decode(source, subwords.src_lang)),
+                "translation": subwords.decode(ids, subwords.tgt_lang),
+                "source_pieces": subwords.pieces(source),
+                "target_pieces": target,
+                "attention": attention[b, : len(target) + 1, :length],
+            })
+        return records
+
+    def with_fertility(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """``batch`` with ``fertility [B, S]`` when it lacks one and the model was trained with
+        PREDICTED fertilities (a batch of raw sentences): the codec's predictor's expected
+        fertility + 1 of every source subword, 1.0 for the ``<sink>``, 0 at padding, as the
+        data got them in training (:func:`~lit_structattn.fertility_training.
+        give_predicted_fertilities`). Any other batch is returned as it is."""
+        if "fertility" in batch or self.fertility_predictor is None:
+            return batch
+        src, lengths = batch["src"], batch["src_lengths"]
+        sink = self.text_codec.sink
+        predictor = self.fertility_predictor.to(src.device)
+        fertility = predictor.expected(src, lengths - int(sink))  # 0 at the sink and padding
+        if sink:
+            fertility[torch.arange(len(src), device=src.device), lengths - 1] = 1.0
+        return {**batch, "fertility": fertility}
+
+    @cached_property
+    def fertility_predictor(self) -> FertilityPredictor | None:
+        """The text codec's fertility predictor (PREDICTED fertilities; None otherwise), built
+        once. Kept out of the task's weights: it travels in the codec."""
+        state = self.text_codec.predictor
+        return None if state is None else predictor_from_state(state)
 
     @torch.no_grad()
     def attention_figures(self, batch: dict[str, torch.Tensor], vocab, limit: int) -> list:
         """Target x source attention of greedy decoding for the first ``limit`` examples
         (subword labels; white = exactly zero; repeated output subwords in red), for
-        :class:`~lit_structattn.callbacks.AttentionFigures`; ``vocab``: the data's
-        :class:`~datamodules.subwords.Subwords`."""
-        subwords = vocab
-        records = self._records({k: v[:limit] for k, v in batch.items()}, subwords)
-        return [(f"attention/example_{b}", AttentionMap(
-            f"{self.model.attention_name} attention (greedy)", torch.tensor(r["attention"]),
-            r["output_pieces"], r["source_pieces"], repeated_positions(r["output_pieces"])))
-            for b, r in enumerate(records)]
-
-    def _records(self, batch: dict[str, torch.Tensor], subwords) -> list[dict]:
-        with self.model.joint_positions(self.hparams.test_joint_k):
-            prediction, attention = self.model.greedy(
-                batch["src"], batch["src_lengths"], self._max_len(batch), batch.get("fertility"))
-        records = []
-        for b, length in enumerate(batch["src_lengths"].tolist()):
-            ids = prediction[b].tolist()
-            output = subwords.target_pieces(content_ids(ids, self.model.eos_id, ())) + [EOS]
-            records.append({
-                "source_pieces": subwords.pieces(batch["src"][b, :length].tolist()),
-                "output_pieces": output,
-                "translation": subwords.decode(ids, subwords.tgt_lang),
-                "attention": attention[b, : len(output), :length].tolist(),
-            })
-        return records
+        :class:`~lit_structattn.callbacks.AttentionFigures` (the task's text codec names the
+        pieces; ``vocab`` is not needed)."""
+        records = self._greedy_records({k: v[:limit] for k, v in batch.items()})
+        sink = ["<sink>"] * int(self.text_codec.sink)
+        figures = []
+        for b, r in enumerate(records):
+            output = [*r["target_pieces"], EOS][: len(r["attention"])]
+            figures.append((f"attention/example_{b}", AttentionMap(
+                f"{self.model.attention_name} attention (greedy)", r["attention"].float().cpu(),
+                output, r["source_pieces"] + sink, repeated_positions(output))))
+        return figures
 
     def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> list[dict]:
-        """One JSON-ready record per sentence: source and output subwords, the detokenized
-        greedy translation and its attention ``[output + </s>, source]``."""
-        return self._records(batch, self.trainer.datamodule.subwords)
+        """:meth:`records` of a batch of the DataModule's predict split."""
+        return self.records(batch)
