@@ -37,7 +37,7 @@ from lit_structattn.common.codec import RawInputError, TextCodec
 
 from .batching import EncodedItems, pad_rows
 from .files import MalformedLine, data_root, open_text, require_records
-from .splits import SplitDataModule, hold_out
+from .splits import SplitDataModule, check_loader_options, hold_out
 from .vocabulary import Vocabulary
 
 TASKS = tuple(range(1, 21))
@@ -226,7 +226,8 @@ class BabiDataModule(SplitDataModule):
         memory_size: statements kept before each question (the most recent ones).
         val_fraction: share of the training questions held out for validation.
         split_seed: seed of that hold-out (fixed, independent of the training seed).
-        batch_size, bucket_batches, num_workers, seed: as for the other DataModules.
+        batch_size, bucket_batches, num_workers, pin_memory, seed: as for the other
+            DataModules (:meth:`~datamodules.splits.SplitDataModule.loader_options`).
 
     After :meth:`setup`: ``vocab`` (words of the training questions, answers included),
     ``datasets`` and ``tasks``.
@@ -235,9 +236,11 @@ class BabiDataModule(SplitDataModule):
     def __init__(
         self, data_dir: str | None = None, task: int | list[int] = 1, memory_size: int = 25,
         val_fraction: float = 0.1, split_seed: int = 0, batch_size: int = 32,
-        bucket_batches: int = 1, num_workers: int = 0, seed: int = 0,
+        bucket_batches: int = 1, num_workers: int | None = None, seed: int = 0,
+        pin_memory: bool | None = None,
     ) -> None:
         super().__init__()
+        check_loader_options(num_workers, pin_memory)
         self.tasks = (task,) if isinstance(task, int) else tuple(task)
         unknown = [t for t in self.tasks if t not in TASKS]
         if unknown or not self.tasks:

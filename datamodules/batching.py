@@ -4,8 +4,9 @@
 ``bucket_batches`` batches' worth of indices from the sampler, sorts them by length, cuts them
 into batches and yields those in random order. Under DDP, Lightning re-creates it around a
 ``DistributedSampler`` (it subclasses ``BatchSampler`` and takes the sampler as its first
-argument), so each process buckets its own shard and all processes see the same number of
-batches.
+argument), so each process buckets its own shard: in training all processes see the same number
+of batches; in evaluation each sees its :class:`EvaluationShard`, every example exactly once
+(no padding repeats for the metrics to count).
 
 The training order is a function of the seeds and the epoch alone (:class:`EpochShuffle`, the
 DataLoader's own generator): no draw from torch's global random state, so a run resumed from a
@@ -24,6 +25,7 @@ from torch.utils.data import (
     BatchSampler,
     DataLoader,
     Dataset,
+    DistributedSampler,
     Sampler,
     SequentialSampler,
 )
@@ -94,12 +96,33 @@ class EpochShuffle(Sampler[int]):
         return self.size
 
 
+class EvaluationShard(DistributedSampler):
+    """One process's share of an evaluation split under DDP: indices ``rank, rank + n,
+    rank + 2n, ...`` of the ``n`` processes, so that every example is evaluated exactly once.
+    The ``DistributedSampler`` that Lightning puts in place pads the shares to equal sizes
+    with repeats, which the metrics would count; shares here differ by at most one example.
+
+    Args:
+        padded: that ``DistributedSampler`` (its dataset, ``num_replicas`` and ``rank``).
+    """
+
+    def __init__(self, padded: DistributedSampler) -> None:
+        super().__init__(padded.dataset, num_replicas=padded.num_replicas, rank=padded.rank,
+                         shuffle=False)
+        self.total_size = len(self.dataset)
+        self.num_samples = len(range(self.rank, self.total_size, self.num_replicas))
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(self.rank, self.total_size, self.num_replicas))
+
+
 class BucketBatchSampler(BatchSampler):
     """Batches of indices of similar length.
 
     Args:
         sampler: yields dataset indices (a ``RandomSampler``, ``SequentialSampler`` or, under
-            DDP, the ``DistributedSampler`` Lightning puts in its place).
+            DDP, the ``DistributedSampler`` Lightning puts in its place; for evaluation
+            (``shuffle=False``) that one is replaced by its :class:`EvaluationShard`).
         batch_size, drop_last: as for ``BatchSampler``.
         lengths: the length of every dataset item (indexable by the sampler's indices).
         bucket_batches: how many batches are sorted together (1 = no bucketing).
@@ -118,6 +141,8 @@ class BucketBatchSampler(BatchSampler):
         shuffle: bool = True,
         seed: int = 0,
     ) -> None:
+        if not shuffle and type(sampler) is DistributedSampler:  # Lightning's, padded
+            sampler = EvaluationShard(sampler)
         super().__init__(sampler, batch_size, drop_last)
         if bucket_batches < 1:
             raise ValueError(f"bucket_batches must be >= 1, got {bucket_batches}")
@@ -165,14 +190,16 @@ class BucketBatchSampler(BatchSampler):
 
 def bucketed_loader(
     dataset: Dataset, lengths: Sequence[int], collate_fn, *, batch_size: int,
-    bucket_batches: int, shuffle: bool, seed: int, num_workers: int,
+    bucket_batches: int, shuffle: bool, seed: int, num_workers: int = 0,
+    pin_memory: bool = False, persistent_workers: bool = False,
 ) -> DataLoader:
     """The DataLoader every DataModule here uses: training (``shuffle``) batches are bucketed by
     ``lengths`` ``bucket_batches`` at a time and come in random order; evaluation batches are
     drawn from the whole split sorted by length (shortest first).
 
     The training order depends on ``seed``, the run's seed (``torch.initial_seed()``, which
-    ``seed_everything`` sets) and the epoch, and on nothing else."""
+    ``seed_everything`` sets) and the epoch, and on nothing else. ``num_workers``,
+    ``pin_memory`` and ``persistent_workers`` go to the DataLoader."""
     seed = run_seed(seed)
     indices = EpochShuffle(len(dataset), seed) if shuffle else SequentialSampler(dataset)
     batches = BucketBatchSampler(
@@ -181,6 +208,7 @@ def bucketed_loader(
         shuffle=shuffle, seed=seed,
     )
     return DataLoader(dataset, batch_sampler=batches, num_workers=num_workers,
+                      pin_memory=pin_memory, persistent_workers=persistent_workers,
                       collate_fn=collate_fn, generator=torch.Generator().manual_seed(seed))
 
 

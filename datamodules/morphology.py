@@ -24,7 +24,7 @@ from lit_structattn.common.constants import BOS_ID, EOS_ID, SEQUENCE_SPECIALS
 
 from .batching import EncodedItems, seq2seq_batch
 from .files import MalformedLine, data_root, open_text, require_records
-from .splits import SplitDataModule
+from .splits import SplitDataModule, check_loader_options
 from .vocabulary import SharedVocabularySizes, SymbolSourceCodec, Vocabulary
 
 POS = ("noun", "verb")
@@ -90,16 +90,19 @@ class InflectionDataModule(SharedVocabularySizes, SplitDataModule):
         data_dir: the folder of the Wiktionary files; default
             ``<data_root>/wiktionary_morphology_de``.
         pos: ``noun`` (de-N) or ``verb`` (de-V).
-        batch_size, bucket_batches, num_workers, seed: as for the other DataModules.
+        batch_size, bucket_batches, num_workers, pin_memory, seed: as for the other
+            DataModules (:meth:`~datamodules.splits.SplitDataModule.loader_options`).
 
     After :meth:`setup`: ``vocab`` (from the training split) and ``datasets``.
     """
 
     def __init__(
         self, data_dir: str | None = None, pos: str = "noun", batch_size: int = 20,
-        bucket_batches: int = 50, num_workers: int = 0, seed: int = 0,
+        bucket_batches: int = 50, num_workers: int | None = None, seed: int = 0,
+        pin_memory: bool | None = None,
     ) -> None:
         super().__init__()
+        check_loader_options(num_workers, pin_memory)
         check_choice("pos", pos, POS)
         self.save_hyperparameters()
         self.vocab: Vocabulary | None = None

@@ -42,7 +42,7 @@ from lit_structattn.common.codec import RawInputError, TextCodec
 from .batching import EncodedItems, pad_rows
 from .files import MalformedLine, data_root, open_text, require_files, require_records
 from .hub import load_hub_dataset
-from .splits import SplitDataModule, hold_out
+from .splits import SplitDataModule, check_loader_options, hold_out
 from .vectors import read_word_vectors
 from .vocabulary import Vocabulary
 
@@ -261,8 +261,8 @@ class NLIDataModule(SplitDataModule):
         vector_dim: size of those vectors.
         val_fraction: share of SNLI dev held out for validation under ``cpu``.
         lowercase: lowercase the words.
-        batch_size, bucket_batches, num_workers, seed: batching (``seed`` also draws the
-            held-out pairs).
+        batch_size, bucket_batches, num_workers, pin_memory, seed: batching (``seed`` also
+            draws the held-out pairs; :meth:`~datamodules.splits.SplitDataModule.loader_options`).
 
     After :meth:`setup`: ``vocab``, ``labels`` (= :data:`LABELS`), ``vectors`` (``[V, D]`` or
     None), ``vectors_found`` and ``datasets`` (``train``/``val``/``test`` :class:`NLIDataset`).
@@ -286,10 +286,12 @@ class NLIDataModule(SplitDataModule):
         min_count: int = 1,
         batch_size: int = 32,
         bucket_batches: int = 50,
-        num_workers: int = 0,
+        num_workers: int | None = None,
         seed: int = 0,
+        pin_memory: bool | None = None,
     ) -> None:
         super().__init__()
+        check_loader_options(num_workers, pin_memory)
         check_choice("dataset", dataset, DATASETS)
         check_choice("protocol", protocol, PROTOCOLS)
         if not 0 < val_fraction < 1:

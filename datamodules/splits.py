@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import lightning as L
+from lightning.pytorch.accelerators import CUDAAccelerator
 from torch.utils.data import DataLoader
 
 from .batching import bucketed_loader
@@ -25,13 +26,27 @@ def hold_out(items: Sequence[T], fraction: float, seed: int) -> tuple[list[T], l
             [x for i, x in enumerate(items) if i in chosen])
 
 
+#: DataLoader workers on a GPU when a DataModule's ``num_workers`` is None
+GPU_WORKERS = 2
+
+
+def check_loader_options(num_workers: int | None, pin_memory: bool | None) -> None:
+    """``ValueError`` unless ``num_workers`` is None or an int >= 0 and ``pin_memory`` None or
+    a bool."""
+    if num_workers is not None and (not isinstance(num_workers, int) or num_workers < 0):
+        raise ValueError(f"num_workers must be None or an int >= 0, got {num_workers!r}")
+    if pin_memory is not None and not isinstance(pin_memory, bool):
+        raise ValueError(f"pin_memory must be None, true or false, got {pin_memory!r}")
+
+
 class SplitDataModule(L.LightningDataModule):
     """A DataModule with ``train``/``val``/``test`` splits served by one method,
     :meth:`_loader`; ``predict`` reads the test split.
 
     By default :meth:`_loader` serves length-bucketed batches of ``self.datasets[split]`` (a
     dataset with ``lengths``, built by ``setup``) through the subclass's ``collate`` function,
-    with the hyper-parameters ``batch_size``, ``bucket_batches``, ``seed`` and ``num_workers``.
+    with the hyper-parameters ``batch_size``, ``bucket_batches``, ``seed``, ``num_workers``
+    and ``pin_memory`` (:meth:`loader_options`).
     """
 
     collate: Callable[[list], dict] | None = None
@@ -42,6 +57,20 @@ class SplitDataModule(L.LightningDataModule):
         if getattr(self, "vocab", None) is None:
             self.setup("fit")
         return self
+
+    def loader_options(self) -> dict:
+        """``num_workers``, ``pin_memory`` and ``persistent_workers`` of the DataLoaders: the
+        hyper-parameters where set, else by the trainer's device. On a GPU, 2 workers (kept
+        between epochs) collate the next batches into pinned memory while the GPU computes;
+        on the CPU the batches are collated in the training process (collating is cheap next
+        to a step, and workers would take the cores the step uses)."""
+        trainer = self.trainer
+        on_gpu = trainer is not None and isinstance(trainer.accelerator, CUDAAccelerator)
+        workers = self.hparams.get("num_workers")
+        pin = self.hparams.get("pin_memory")
+        workers = (GPU_WORKERS if on_gpu else 0) if workers is None else workers
+        return {"num_workers": workers, "pin_memory": on_gpu if pin is None else pin,
+                "persistent_workers": workers > 0}
 
     def _batch_size(self, shuffle: bool) -> int:
         """Sentences per batch (``shuffle``: for training)."""
@@ -56,7 +85,7 @@ class SplitDataModule(L.LightningDataModule):
         return bucketed_loader(data, data.lengths, self.collate,
                                batch_size=self._batch_size(shuffle),
                                bucket_batches=h.bucket_batches, shuffle=shuffle, seed=h.seed,
-                               num_workers=h.num_workers)
+                               **self.loader_options())
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", shuffle=True)

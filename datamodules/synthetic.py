@@ -138,7 +138,8 @@ class NeedleDataModule(SplitDataModule):
         data = self.splits[split]
         return bucketed_loader(data, data.tensors[1].tolist(), _as_dict,
                                batch_size=self.hparams.batch_size, bucket_batches=1,
-                               shuffle=shuffle, seed=self.hparams.seed, num_workers=0)
+                               shuffle=shuffle, seed=self.hparams.seed,
+                               **self.loader_options())
 
 
 def _as_dict(items: list[tuple[torch.Tensor, ...]]) -> dict[str, torch.Tensor]:

@@ -48,7 +48,7 @@ from lit_structattn.common.constants import PAD, PAD_ID
 from .batching import pad_rows
 from .files import data_root, require_files
 from .hub import load_hub_dataset
-from .splits import SplitDataModule
+from .splits import SplitDataModule, check_loader_options
 from .vectors import load_pretrained_vectors
 from .vocabulary import Vocabulary
 
@@ -355,7 +355,8 @@ class TaggingDataModule(SplitDataModule):
         batch_size: sentences per batch.
         bucket_batches: training batches sorted by length together (1 = no bucketing);
             evaluation batches are drawn from the whole split sorted by length.
-        num_workers: DataLoader workers.
+        num_workers, pin_memory: DataLoader workers and pinned memory (None: by device,
+            :meth:`~datamodules.splits.SplitDataModule.loader_options`).
         min_count: words and affixes seen fewer times in (kept) training sentences map to
             ``<unk>``.
         max_train_length: training sentences with more words are dropped (from training only;
@@ -391,16 +392,18 @@ class TaggingDataModule(SplitDataModule):
         hub_config: str | None = None,
         batch_size: int = 32,
         bucket_batches: int = 50,
-        num_workers: int = 0,
+        num_workers: int | None = None,
         min_count: int = 1,
         max_train_length: int | None = 50,
         seed: int = 0,
         pretrained_vectors: str | None = None,
         vector_dim: int = 64,
+        pin_memory: bool | None = None,
     ) -> None:
         super().__init__()
+        check_loader_options(num_workers, pin_memory)
         checks = (("batch_size", batch_size, 1), ("bucket_batches", bucket_batches, 1),
-                  ("num_workers", num_workers, 0), ("min_count", min_count, 1),
+                  ("min_count", min_count, 1),
                   ("vector_dim", vector_dim, 1))
         for name, value, low in checks:
             if not isinstance(value, int) or value < low:

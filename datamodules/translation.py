@@ -56,7 +56,7 @@ from .batching import EncodedItems, seq2seq_batch
 from .fertility import guided_fertility_table, lookup_fertilities
 from .files import MalformedLine, cache_root, data_root, open_text, require_records
 from .hub import load_hub_dataset
-from .splits import SplitDataModule
+from .splits import SplitDataModule, check_loader_options
 from .subwords import SINK_ID, Subwords, TargetWords, cached_subwords
 
 SPLITS = ("train", "val", "test")
@@ -252,7 +252,9 @@ class TranslationDataModule(SplitDataModule):
         cache_dir: where the BPE model is kept (default :func:`~datamodules.files.cache_root`,
             ``$STRUCTATTN_CACHE`` or ``~/.cache/structattn``); it is trained
             once per corpus, size and direction, keyed by a hash of the training files.
-        num_workers, seed: DataLoader workers; base seed of the training batch order.
+        num_workers, pin_memory: DataLoader workers and pinned memory (None: by device,
+            :meth:`~datamodules.splits.SplitDataModule.loader_options`).
+        seed: base seed of the training batch order.
 
     After :meth:`setup`: ``subwords`` (:class:`Subwords`), ``datasets``, ``dropped_train`` and,
     for guided / predicted fertilities, ``training_links`` (eflomal's links of every training
@@ -281,14 +283,15 @@ class TranslationDataModule(SplitDataModule):
         eval_batch_size: int | None = None,
         bucket_batches: int = 50,
         cache_dir: str | None = None,
-        num_workers: int = 0,
+        num_workers: int | None = None,
         seed: int = 0,
+        pin_memory: bool | None = None,
     ) -> None:
         super().__init__()
+        check_loader_options(num_workers, pin_memory)
         for name, value, low in (("bpe_size", bpe_size, 8), ("batch_size", batch_size, 1),
                                  ("bucket_batches", bucket_batches, 1),
-                                 ("eval_batch_size", eval_batch_size or 1, 1),
-                                 ("num_workers", num_workers, 0)):
+                                 ("eval_batch_size", eval_batch_size or 1, 1)):
             if not isinstance(value, int) or value < low:
                 raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
         for name, value in (("max_length", max_length), ("max_source_length", max_source_length)):

@@ -47,7 +47,7 @@ import torch
 from lit_structattn.common.constants import BOS, BOS_ID, EOS, EOS_ID, PAD
 
 from .batching import EncodedItems, seq2seq_batch
-from .splits import SplitDataModule
+from .splits import SplitDataModule, check_loader_options
 from .vocabulary import SharedVocabularySizes, SymbolSourceCodec, Vocabulary
 
 OPERATORS = ("+", "*")
@@ -256,18 +256,18 @@ class TreeTransductionDataModule(SharedVocabularySizes, SplitDataModule):
         eval_depths: tuple[int, int] = (2, 6),
         batch_size: int = 20,
         seed: int = 0,
-        num_workers: int = 0,
+        num_workers: int | None = None,
         nest_prob: float = DEFAULT_NEST_PROB,
         bucket_batches: int = 50,
+        pin_memory: bool | None = None,
     ) -> None:
         super().__init__()
+        check_loader_options(num_workers, pin_memory)
         _check_positive("train_per_depth", train_per_depth)
         _check_positive("eval_per_depth", eval_per_depth)
         _check_positive("batch_size", batch_size)
         _check_depths("train_depths", train_depths)
         _check_depths("eval_depths", eval_depths)
-        if not isinstance(num_workers, int) or num_workers < 0:
-            raise ValueError(f"num_workers must be an int >= 0, got {num_workers!r}")
         if not 0.0 <= nest_prob < 1.0:
             raise ValueError(f"nest_prob must be in [0, 1), got {nest_prob!r}")
         self.save_hyperparameters()

@@ -1,9 +1,20 @@
-"""Keep glibc malloc from handing freed memory back to the OS between training steps."""
+"""Keep glibc malloc from handing freed memory back to the OS between training steps (CPU
+runs; ``STRUCTATTN_STEADY_ALLOCATOR=0`` leaves the allocator alone)."""
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
+
+#: the environment variable that turns the setting off (``0``)
+SWITCH = "STRUCTATTN_STEADY_ALLOCATOR"
+
+
+def steady_allocator_wanted(on_cpu: bool) -> bool:
+    """Whether a run gets :func:`steady_allocator`: when it trains on the CPU (``on_cpu``; on a
+    GPU the host only feeds batches) and ``STRUCTATTN_STEADY_ALLOCATOR`` is not ``0``."""
+    return on_cpu and os.environ.get(SWITCH, "1").strip() != "0"
 
 
 def steady_allocator() -> str:
@@ -16,8 +27,9 @@ def steady_allocator() -> str:
     some 7% of its CPU time. Raising the mmap threshold alone still left blocks of 64 MiB
     mapped afresh here, so mmap is switched off. Freed memory is then reused and a process
     keeps its peak heap; a benchmark's times no longer depend on the allocator's history. The
-    CLI calls this at start, as do the benchmarks that time training steps or transforms.
-    Returns a sentence saying what was done.
+    CLI calls this once it has built a trainer on the CPU (:func:`steady_allocator_wanted`;
+    DataLoader workers forked later inherit it), as do the benchmarks that time training
+    steps or transforms. Returns a sentence saying what was done.
     """
     name = ctypes.util.find_library("c")
     libc = ctypes.CDLL(name) if name else None

@@ -36,7 +36,6 @@ from argparse import ArgumentError
 import lightning as L
 
 from . import experiments
-from .allocator import steady_allocator
 from .interruption import FitInterrupted
 from .lightning_cli import build_cli
 
@@ -50,7 +49,6 @@ def main(args: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if args is None else args)
     debug = "--debug" in args or os.environ.get("STRUCTATTN_DEBUG", "") not in ("", "0")
     args = [arg for arg in args if arg != "--debug"]
-    steady_allocator()  # freed tensors stay in the heap: no page faults on every CPU step
     try:
         if args and args[0] == "reproduce":
             from .reproduce import main as reproduce

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import lightning as L
 from jsonargparse import ArgumentParser, Namespace
+from lightning.pytorch.accelerators import CPUAccelerator
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
+from .allocator import steady_allocator, steady_allocator_wanted
 from .checkpoints import AtomicCheckpointIO, resolve_checkpoint
 from .interruption import ResumableFit
 
@@ -113,6 +115,8 @@ class StructAttnCLI(LightningCLI):
         trainer = super()._instantiate_trainer(config, [*callbacks, ResumableFit()])
         if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:  # not one the user chose
             trainer.strategy.checkpoint_io = AtomicCheckpointIO()
+        if steady_allocator_wanted(isinstance(trainer.accelerator, CPUAccelerator)):
+            steady_allocator()  # freed tensors stay in the heap: no page faults every step
         return trainer
 
     def _parse_ckpt_path(self) -> None:  # replaces LightningCLI's hyper-parameter override

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 import torch
 from lightning.fabric.utilities.data import _replace_dunder_methods
 from lightning.pytorch.utilities.data import _update_dataloader
@@ -67,3 +68,50 @@ def test_lightning_rebuilds_it_around_a_distributed_sampler():
         shards.append([i for batch in rebuilt.batch_sampler for i in batch])
     assert len(shards[0]) == len(shards[1]) == 102  # DistributedSampler pads to equal shards
     assert set(shards[0]) | set(shards[1]) == set(range(len(LENGTHS)))
+
+
+def test_evaluation_shards_hold_every_example_exactly_once():
+    """Evaluation batches (no shuffle) rebuilt around Lightning's padded DistributedSampler
+    use its unpadded shard: an odd-sized split is evaluated once per example in all."""
+    with _replace_dunder_methods(DataLoader, "dataset"), _replace_dunder_methods(BatchSampler):
+        batches = BucketBatchSampler(range(len(LENGTHS)), 8, False, LENGTHS, len(LENGTHS),
+                                     shuffle=False)
+        loader = DataLoader(LENGTHS, batch_sampler=batches)
+    assert len(LENGTHS) % 2 == 1  # the padding would repeat one example
+    shards = []
+    for rank in range(2):
+        padded = DistributedSampler(LENGTHS, num_replicas=2, rank=rank, shuffle=False)
+        rebuilt = _update_dataloader(loader, padded).batch_sampler
+        shard = [i for batch in rebuilt for i in batch]
+        assert len(rebuilt) == len(list(rebuilt)) and len(rebuilt.sampler) == len(shard)
+        assert [LENGTHS[i] for i in shard] == sorted(LENGTHS[i] for i in shard)
+        shards.append(shard)
+    assert sorted(shards[0] + shards[1]) == list(range(len(LENGTHS)))
+    assert {len(shards[0]), len(shards[1])} == {len(LENGTHS) // 2, len(LENGTHS) // 2 + 1}
+
+
+def test_loader_options_follow_the_device_unless_set():
+    from types import SimpleNamespace
+
+    from lightning.pytorch.accelerators import CPUAccelerator, CUDAAccelerator
+
+    from datamodules.splits import check_loader_options
+    from datamodules.tree_transduction import TreeTransductionDataModule
+
+    data = TreeTransductionDataModule(train_per_depth=2, eval_per_depth=2)
+    assert data.loader_options() == {"num_workers": 0, "pin_memory": False,
+                                     "persistent_workers": False}
+    data.trainer = SimpleNamespace(accelerator=CPUAccelerator())
+    assert data.loader_options()["num_workers"] == 0
+    data.trainer = SimpleNamespace(accelerator=CUDAAccelerator())
+    assert data.loader_options() == {"num_workers": 2, "pin_memory": True,
+                                     "persistent_workers": True}
+    chosen = TreeTransductionDataModule(train_per_depth=2, eval_per_depth=2, num_workers=1,
+                                        pin_memory=False)
+    chosen.trainer = SimpleNamespace(accelerator=CUDAAccelerator())
+    chosen.setup()
+    loader = chosen.val_dataloader()
+    assert (loader.num_workers, loader.pin_memory, loader.persistent_workers) == (1, False, True)
+    for bad in ((-1, None), (None, "yes")):
+        with pytest.raises(ValueError, match="num_workers|pin_memory"):
+            check_loader_options(*bad)

@@ -247,3 +247,32 @@ def test_every_row_parses_at_every_budget(monkeypatch):
     }
     for args in sorted(stacks):
         lightning_cli.build_cli(list(args), run=False)
+
+
+def test_trainer_options_override_the_configs_and_are_recorded(tmp_path):
+    report = tmp_path / "report.md"
+    run_table("tree_transduction", "ci", seeds=1, rows=["simple"], root=tmp_path, report=report,
+              trainer={"accelerator": "cpu", "precision": "bf16-mixed"})
+    result = json.loads(next(tmp_path.rglob("result.json")).read_text())
+    assert result["trainer"] == {"accelerator": "cpu", "precision": "bf16-mixed"}
+    assert result["device"] == "cpu, bf16-mixed"
+    assert "--trainer.precision" in result["args"]
+    text = report.read_text()
+    assert "--seeds 1 --accelerator cpu --precision bf16-mixed`" in text
+    assert "thread(s) per run, on cpu, bf16-mixed)" in text
+
+
+def test_the_command_takes_the_trainer_options(monkeypatch, tmp_path):
+    from lit_structattn.reproduce import runner
+
+    seen, written = {}, tmp_path / "report.md"
+    written.write_text("")
+
+    def run_table(*args):
+        seen["trainer"] = args[-1]
+        return written
+
+    monkeypatch.setattr(runner, "run_table", run_table)
+    runner.main(["tree_transduction", "--budget", "ci", "--accelerator", "cuda", "--devices",
+                 "2", "--strategy", "ddp"])
+    assert seen["trainer"] == {"accelerator": "cuda", "devices": "2", "strategy": "ddp"}

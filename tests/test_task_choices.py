@@ -90,7 +90,6 @@ def run_cli(monkeypatch, capsys):
     """``run_cli(*args) -> (exit status, stdout, stderr)`` of ``structattn`` run in-process;
     fails the test if the CLI built its classes or a DataModule prepared or set up data."""
     touched: list[str] = []
-    monkeypatch.setattr(cli, "steady_allocator", lambda: "")  # keep pytest's allocator as is
     monkeypatch.setattr(lightning_cli.StructAttnCLI, "instantiate_classes",
                         lambda self: touched.append("instantiate_classes"))
     for data in (TreeTransductionDataModule, UDPOSDataModule, NLIDataModule, NeedleDataModule,

@@ -105,12 +105,15 @@ def _stored(
 
 def run_one(
     table: Table, row: Row, budget: str, seed: int, root: Path, results: Path | None = None,
+    trainer: dict[str, str] | None = None,
 ) -> dict:
     """Fit and test one row with one seed (unless a finished run is stored); returns the test
     metrics, the wall time and the task's ``report_notes``, also filed in the ledger
     ``results`` when given. A ``test_of`` row first runs (or finds) the row it tests and only
     tests that row's best checkpoint. The wall time of a run resumed from a checkpoint
-    includes its earlier parts up to that checkpoint (a :class:`FitClock` is saved with it)."""
+    includes its earlier parts up to that checkpoint (a :class:`FitClock` is saved with it).
+    ``trainer``: options of the Lightning Trainer that override the configs' (``{"accelerator":
+    "cuda", "precision": "bf16-mixed"}``), recorded with the result and the device it ran on."""
     # Lightning is imported only when needed
     from ..callbacks import FitClock
     from ..checkpoints import resolve_checkpoint, resumable_checkpoint
@@ -124,13 +127,14 @@ def run_one(
     checkpoint = None
     if row.test_of is not None:
         trained = next(r for r in table.rows if r.name == row.test_of)
-        run_one(table, trained, budget, seed, root, results)
+        run_one(table, trained, budget, seed, root, results, trainer)
         checkpoint = resolve_checkpoint("best", _run_dir(table, trained, budget, seed, root))
     print(f"{table.name}: {'testing' if checkpoint else 'training'} '{row.name}', seed {seed}, "
           f"budget {budget} -> {out}", flush=True)
     args = [
         *(arg for config in row.configs for arg in ("--config", str(config))),
         *row.overrides, *table.budgets[budget][0],
+        *(arg for key, value in (trainer or {}).items() for arg in (f"--trainer.{key}", value)),
         "--seed_everything", str(seed),
         "--trainer.default_root_dir", str(out),
         "--trainer.enable_progress_bar", str(sys.stderr.isatty()).lower(),  # bars in a terminal
@@ -153,9 +157,11 @@ def run_one(
         "wall_seconds": time.perf_counter() - start + (before_resume or 0.0),
         "epochs": cli.trainer.current_epoch,
         "threads": torch.get_num_threads(),
+        "device": device_summary(cli.trainer),
         "seed": seed,
         "args": args,
         "notes": dict(getattr(cli.model, "report_notes", {})),
+        **({"trainer": dict(trainer)} if trainer else {}),
         **({"validation": _best_validation(cli.trainer, table.select_by)}
            if table.select_by else {}),
         **({"resumed_from": str(resume_from)} if resume_from and not checkpoint else {}),
@@ -166,6 +172,20 @@ def run_one(
     result_file.write_text(json.dumps(result, indent=2))
     _file(result, table, row, budget, seed, results)
     return result
+
+
+def device_summary(trainer) -> str:
+    """Where a run trained: ``cpu`` or ``cuda x2 (NVIDIA H100 80GB HBM3)``, then the strategy
+    when there are several processes and the precision when it is not 32-bit."""
+    kind = type(trainer.accelerator).__name__.removesuffix("Accelerator").lower()
+    count = trainer.num_devices
+    text = kind if count == 1 else f"{kind} x{count}"
+    if kind == "cuda":
+        text += f" ({torch.cuda.get_device_name(trainer.strategy.root_device)})"
+    if trainer.world_size > 1:
+        text += f", {trainer.strategy.strategy_name}"
+    precision = str(trainer.precision)
+    return text if precision in ("32", "32-true") else f"{text}, {precision}"
 
 
 def _best_validation(trainer, key: str) -> dict[str, float]:
@@ -349,7 +369,7 @@ def _series(items: list[str]) -> str:
 def render(
     table: Table, budget: str, seeds: range, results: dict[str, list[dict]],
     not_run: tuple[str, ...] = (), cached_only: bool = False,
-    earlier: EarlierReport = EarlierReport(),
+    earlier: EarlierReport = EarlierReport(), trainer: dict[str, str] | None = None,
 ) -> str:
     """The markdown report: ours (mean ± std over seeds) beside the paper, per metric, and how
     many seeds each row has (fewer than asked only with ``cached_only``). A row of the
@@ -363,11 +383,15 @@ def render(
     header = ["model", *[label for _, label in table.metrics], "seeds", "wall time / run"]
     threads = sorted({r.get("threads", "?") for runs in results.values() for r in runs}, key=str)
     thread_note = f", {'/'.join(map(str, threads))} thread(s) per run" if threads else ""
+    devices = sorted({r["device"] for runs in results.values() for r in runs if "device" in r})
+    if devices:
+        thread_note += f", on {' / '.join(devices)}"
+    options = "".join(f" --{key} {value}" for key, value in (trainer or {}).items())
     lines = [
         f"# {table.title}", "",
         f"Produced by `structattn reproduce {table.name} --budget {budget} --seeds {seeds.stop}"
         f"{f' --first-seed {seeds.start}' if seeds.start else ''}"
-        f"{' --cached-only' if cached_only else ''}` on "
+        f"{' --cached-only' if cached_only else ''}{options}` on "
         f"{time.strftime('%Y-%m-%d')} (torch {torch.__version__}{thread_note}). Wall times are "
         "as measured on a shared 2-core machine, where several runs may have run at once.", "",
         f"**Budget `{budget}`:** {table.budgets[budget][1]}. **Seeds:** {seeds.start}.."
@@ -416,12 +440,14 @@ def run_table(
     name: str, budget: str, seeds: int, rows: list[str] | None = None,
     root: Path = Path("runs/reproduce"), report: Path | None = None, first_seed: int = 0,
     cached_only: bool = False, results: Path | None = None,
+    trainer: dict[str, str] | None = None,
 ) -> Path:
     """Run (or resume) seeds ``first_seed .. seeds - 1`` of every selected row of table
     ``name``, filing each result in the ledger ``results`` when given; write the report over
     those seeds to ``report`` (default: ``root/<name>.md``). With ``cached_only`` nothing is
     trained: the report shows the stored runs among those seeds (and the rows of the ledger's
-    earlier report), and rows without any as not run."""
+    earlier report), and rows without any as not run. ``trainer``: Trainer options that
+    override the configs' (:func:`run_one`)."""
     check_choice("table", name, sorted(TABLES))
     check_choice("budget", budget, BUDGETS)
     table = TABLES[name]
@@ -435,7 +461,7 @@ def run_table(
         chosen = [row for row in chosen if runs[row.name] or row.name in earlier.rows]
     else:
         runs = {
-            row.name: [run_one(table, row, budget, seed, root, results)
+            row.name: [run_one(table, row, budget, seed, root, results, trainer)
                        for seed in range(first_seed, seeds)]
             for row in chosen
         }
@@ -444,7 +470,7 @@ def run_table(
     path.parent.mkdir(parents=True, exist_ok=True)
     not_run = tuple(r.name for r in table.rows if r not in chosen)
     path.write_text(render(shown, budget, range(first_seed, seeds), runs, not_run,
-                           cached_only, earlier))
+                           cached_only, earlier, trainer))
     return path
 
 
@@ -461,11 +487,20 @@ BUDGET_HELP = """budgets (--budget):
          report states); a full table takes hours
   paper  the papers' hyper-parameters: meant for a GPU (hours to days per table on a CPU)
 
+The configs train on a GPU where there is one (accelerator: auto); --accelerator, --devices,
+--strategy and --precision override that for every run, e.g. --accelerator cuda --devices 2
+--strategy ddp --precision bf16-mixed.
+
 Runs, their TensorBoard logs and checkpoints go to --root (default runs/reproduce in the
 current folder) and the report to ROOT/<table>.md. A finished run is never repeated: run the
 same command again to resume. Maintainers add --ledger to file every result in the committed
 ledger reports/results/ and write the report to reports/<table>.md (cpu budget) or
 reports/<table>_<budget>.md."""
+
+
+#: the Trainer options ``structattn reproduce`` takes, with an example each
+TRAINER_OPTIONS = {"accelerator": "cuda", "devices": "2", "strategy": "ddp",
+                   "precision": "bf16-mixed"}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -493,6 +528,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="for maintainers: file the results in the committed ledger "
                         f"{REPORTS / 'results'} and write the report to "
                         f"{REPORTS}/<table>[_<budget>].md")
+    for option, example in TRAINER_OPTIONS.items():
+        parser.add_argument(f"--{option}", help=f"the Trainer's {option} for every run, over "
+                            f"the configs' (e.g. {example}); recorded in the results")
     parser.add_argument("--cached-only", action="store_true",
                         help="train nothing: report the finished runs stored under --root or "
                         "in the ledger")
@@ -504,7 +542,9 @@ def main(argv: list[str] | None = None) -> None:
                          "the repository)")
         report = report or REPORTS / ledger_report_name(args.table, args.budget)
         results = results or REPORTS / "results"
+    trainer = {option: getattr(args, option) for option in TRAINER_OPTIONS
+               if getattr(args, option) is not None}
     path = run_table(args.table, args.budget, args.seeds, args.rows, args.root, report,
-                     args.first_seed, args.cached_only, results)
+                     args.first_seed, args.cached_only, results, trainer)
     print(path.read_text())
     print(f"report written to {path}")

@@ -1,0 +1,80 @@
+"""DDP counts every evaluation example once: validating one checkpoint on an odd-sized split
+with 1 and with 2 CPU (gloo) processes logs the same metrics (the padded DistributedSampler
+would evaluate one example twice; :class:`~datamodules.batching.EvaluationShard`)."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lit_structattn.lightning_cli import build_cli
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIGS = ROOT / "configs"
+
+
+def validated_metrics(args: list[str], checkpoint: Path, out: Path, devices: int) -> dict:
+    """The metrics ``structattn validate`` logs for ``checkpoint`` on ``devices`` processes."""
+    ddp = ["--trainer.strategy", "ddp"] if devices > 1 else []
+    run = subprocess.run(
+        [sys.executable, "-m", "lit_structattn.cli", "validate", *args,
+         "--ckpt_path", str(checkpoint), "--trainer.accelerator", "cpu",
+         "--trainer.devices", str(devices), *ddp, "--trainer.callbacks", "[]",
+         "--trainer.logger", "lightning.pytorch.loggers.CSVLogger",
+         "--trainer.logger.save_dir", str(out), "--trainer.enable_progress_bar", "false"],
+        cwd=out.parent, capture_output=True, text=True, timeout=600,
+        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert run.returncode == 0, run.stderr[-3000:]
+    (metrics,) = out.rglob("metrics.csv")
+    with metrics.open() as lines:
+        (row,) = [r for r in csv.DictReader(lines) if any(r.values())]
+    return {key: float(value) for key, value in row.items() if value and key != "step"}
+
+
+def fitted(args: list[str], root: Path) -> Path:
+    """A checkpoint of one short epoch of the run ``args``, fitted in this process."""
+    cli = build_cli([*args, "--trainer.default_root_dir", str(root), "--trainer.logger",
+                     "false", "--trainer.callbacks", "[]", "--trainer.max_epochs", "1",
+                     "--trainer.enable_progress_bar", "false"], run=False)
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    checkpoint = root / "fitted.ckpt"
+    cli.trainer.save_checkpoint(checkpoint)
+    return checkpoint
+
+
+def assert_one_and_two_processes_agree(args: list[str], tmp_path: Path, counted: str) -> None:
+    checkpoint = fitted(args, tmp_path / "fit")
+    one = validated_metrics(args, checkpoint, tmp_path / "one", 1)
+    two = validated_metrics(args, checkpoint, tmp_path / "two", 2)
+    assert counted in one and set(one) == set(two)
+    for key, value in one.items():
+        if not key.endswith("loss"):  # the loss: Lightning's mean of the processes' means
+            assert two[key] == value, (key, one, two)
+
+
+@pytest.mark.slow
+def test_tagger(tmp_path):
+    from tests.test_tagging_raw import NER, SMALL, write_conll
+
+    folder = tmp_path / "conll"
+    folder.mkdir()
+    write_conll(folder / "eng.train", NER + NER)
+    write_conll(folder / "eng.testa", NER[:3])  # 3 sentences: 2 processes would pad to 4
+    write_conll(folder / "eng.testb", NER[:2])
+    easy = CONFIGS / "easy_first"
+    args = ["--config", str(easy / "common.yaml"), "--config", str(easy / "ner_en.yaml"),
+            "--config", str(easy / "rows" / "nef_crf_f_5.yaml"), *SMALL,
+            "--data.init_args.data_dir", str(folder), "--data.init_args.batch_size", "2",
+            "--model.init_args.metric", "accuracy"]
+    assert_one_and_two_processes_agree(args, tmp_path, "val/accuracy")
+
+
+@pytest.mark.slow
+def test_needle_classifier(tmp_path):
+    args = ["--config", str(CONFIGS / "demo" / "needle.yaml"), "--data.init_args.num_train",
+            "64", "--data.init_args.num_val", "33", "--data.init_args.batch_size", "4"]
+    assert_one_and_two_processes_agree(args, tmp_path, "val/acc")
