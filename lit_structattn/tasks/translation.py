@@ -239,14 +239,25 @@ class TranslationTask(Task):
 
     # ---- test ---------------------------------------------------------------------------
 
+    def _once(self, compute):
+        """What ``compute()`` returns, computed by the first process only and sent to the
+        others (under DDP, one-time work such as the penalty tuning and the word aligner runs
+        once, not on every process)."""
+        return self.trainer.strategy.broadcast(
+            compute() if self.trainer.is_global_zero else None, src=0)
+
     def on_test_start(self) -> None:
         if self.hparams.penalty_grid:
-            self._tune_coverage_penalty()
+            penalty, note = self._once(self._tune_coverage_penalty)
+            self.penalty.update(penalty)
+            self.report_notes["COVPENALTY"] = note
+            rank_zero_info(note)
 
     @torch.no_grad()
-    def _tune_coverage_penalty(self) -> None:
+    def _tune_coverage_penalty(self) -> tuple[dict, str]:
         """COVPENALTY: beam-search the validation set once, rank its final beams under every
-        ``(alpha, beta)`` of the grid, keep the pair with the best BLEU."""
+        ``(alpha, beta)`` of the grid; returns the penalty settings of the pair with the best
+        BLEU and a note of every pair's score."""
         data = self.trainer.datamodule
         loader = data.val_dataloader()
         limit = self.trainer.limit_val_batches  # as in validation: a count or a fraction
@@ -270,13 +281,10 @@ class TranslationTask(Task):
             chosen = [references[i] for i in sorted(outputs)]
             scores[(alpha, beta)] = bleu_chrf(hypotheses, chosen)["bleu"]
         alpha, beta = max(scores, key=scores.get)
-        self.penalty.update(alpha=alpha, length_penalty="wu", coverage_penalty=beta)
-        self.report_notes["COVPENALTY"] = (
-            "alpha, beta tuned on validation BLEU over "
-            + ", ".join(f"({a}, {b}): {s:.1f}" for (a, b), s in scores.items())
-            + f"; chosen ({alpha}, {beta})"
-        )
-        rank_zero_info(self.report_notes["COVPENALTY"])
+        note = ("alpha, beta tuned on validation BLEU over "
+                + ", ".join(f"({a}, {b}): {s:.1f}" for (a, b), s in scores.items())
+                + f"; chosen ({alpha}, {beta})")
+        return {"alpha": alpha, "length_penalty": "wu", "coverage_penalty": beta}, note
 
     def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         self._update_nll(batch, "test")
@@ -297,8 +305,8 @@ class TranslationTask(Task):
                                   [words(r, lang) for r in references]),
             "test/ppl": math.exp(min(nll, 50.0)),
         }
-        if self.hparams.drop_score:
-            metrics["test/drop"] = self._drop(data, hypotheses, indices)
+        if self.hparams.drop_score:  # eflomal over train + test: once, not on every process
+            metrics["test/drop"] = self._once(lambda: self._drop(data, hypotheses, indices))
         self.log_dict(metrics)
         self.report_notes["BLEU"] = scores["bleu_signature"]
         self.report_notes["chrF"] = scores["chrf_signature"]
