@@ -129,15 +129,25 @@ def test_linear_start_removes_the_memn2n_softmax_and_is_saved():
     assert model.embeddings.linear_start
 
 
-def test_unary_crf_log_softmax_leaves_the_chain_distribution_unchanged():
+def test_unary_crf_linear_start_is_the_raw_potentials_then_the_chain():
+    """In linear start the unary model's step weights are its raw potentials theta_k(i) =
+    x_i^k . q^k (0 on padded facts), as MemN2N's linear hops; afterwards the chain's
+    marginals, which without pairwise terms are a softmax per step of the same potentials
+    (the log-softmax the model applies first changes nothing)."""
     model = make("unary_crf")
-    inputs = random_batch()
+    story, story_lengths, _, _, _ = inputs = random_batch()
+    keys, queries = _keys_values_queries(model, *inputs)
     model.embeddings.linear_start = True
-    before = model(*inputs)
+    linear = model(*inputs)
     model.embeddings.linear_start = False
-    after = model(*inputs)
-    torch.testing.assert_close(after.attention, before.attention)
-    torch.testing.assert_close(after.logits, before.logits)
+    chain = model(*inputs)
+    for b in range(len(story)):
+        n = int(story_lengths[b])
+        theta = torch.stack([keys[b, k, :n] @ queries[k][b] for k in range(3)])
+        torch.testing.assert_close(linear.attention[b, :, :n], theta)
+        assert linear.attention[b, :, n:].abs().sum() == 0
+        torch.testing.assert_close(chain.attention[b, :, :n], theta.softmax(-1))
+    assert not torch.allclose(linear.logits, chain.logits)
 
 
 def _keys_values_queries(model, story, story_lengths, sentence_lengths, query, query_lengths):

@@ -235,9 +235,12 @@ class ChainCRFMemory(MemoryNetwork):
     log-normalized where the authors' code inserts its LogSoftMax layers: every transition row
     ``theta_{k,k+1}(i, .)`` becomes a log-distribution over the next fact j, and the first and
     last steps' potentials log-distributions over the facts: a locally normalized chain (which
-    the CRF then renormalizes globally). Unary model: raw potentials in linear start, a
-    log-softmax per step afterwards, which leaves the distribution unchanged in exact arithmetic
-    (as in the authors' code).
+    the CRF then renormalizes globally). Unary model: in linear start the chain's linear
+    counterpart likewise, which without links is the raw potentials ``alpha_k = theta_k``
+    (MemN2N's linear hops ``x_i^k . q^k``, with ``Q q^k`` in place of ``q^k``); afterwards the
+    CRF over a log-softmax per step (as in the authors' code; the softmax leaves the chain's
+    distribution unchanged in exact arithmetic). Until 2026-11-26 the unary model ran the CRF
+    on raw potentials in linear start too, i.e. no linear start.
 
     Args:
         vocab_size, hops (K, >= 2 for the binary model), embed_dim, memory_size,
@@ -270,10 +273,12 @@ class ChainCRFMemory(MemoryNetwork):
         queries = torch.stack(queries, 1)  # [B, K, D]
         theta = (keys @ queries[..., None]).squeeze(-1)  # [B, K, n]
         if not self.binary:
-            if not emb.linear_start:
-                theta = _log_normalize(theta, real[:, None])
-            chain = self.chain(theta, None, real)
-            attention, fact_sequence, edge_marginals = chain.marginals, chain.argmax, None
+            if emb.linear_start:  # the chain's linear counterpart: the raw potentials
+                attention, edge_marginals = theta * real[:, None], None
+                fact_sequence = _best_per_step(attention, real)
+            else:
+                chain = self.chain(_log_normalize(theta, real[:, None]), None, real)
+                attention, fact_sequence, edge_marginals = chain.marginals, chain.argmax, None
         else:
             links = values[:, :-1] @ keys[:, 1:].transpose(-1, -2)  # o_i^k . x_j^{k+1}
             if emb.linear_start:
