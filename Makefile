@@ -17,7 +17,7 @@ LOW_VENV := .make/lower-bounds
 
 WHEEL_VENV := .make/wheel-venv
 
-.PHONY: install demo reproduce test test-lower-bounds test-wheel bench lint clean
+.PHONY: install demo reproduce reports test test-lower-bounds test-wheel bench lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -c "import torch" 2>/dev/null || $(PYTHON) -m pip install "torch==$(TORCH_CPU)"
@@ -33,6 +33,10 @@ demo: install  ## the main job: simple vs structured attention on tree transduct
 
 reproduce: install  ## maintainers: TABLE=... BUDGET=... SEEDS=...; updates reports/ and its ledger
 	$(PYTHON) -m lit_structattn.cli reproduce $(TABLE) --budget $(BUDGET) --seeds $(SEEDS) --ledger
+	$(MAKE) reports
+
+reports: install  ## maintainers: rewrite every report of reports/ from its ledger alone
+	$(PYTHON) -c "from lit_structattn.reproduce.runner import write_ledger_reports as w; w()"
 
 test: install  ## the test suite
 	$(PYTHON) -m pytest

@@ -16,7 +16,9 @@ reports, and writes the report to ``reports/<table>.md`` (``<table>_<budget>.md`
 other than ``cpu``): a report can be regenerated (and finished runs are skipped) on a machine
 whose run folders are gone. A ledger's
 ``<table>/<budget>/earlier.json`` holds rows of an earlier report whose per-run results were
-lost, as that report printed them; the report shows such a row until as many seeds are run again.
+lost, as that report printed them; the report shows such a row until as many seeds are run again,
+and notes where a re-run differs from it by more than the seed spread. Once every row of it is run
+again, the file is renamed ``superseded.json``: no row is shown from it, only those notes.
 """
 
 from __future__ import annotations
@@ -158,6 +160,8 @@ def run_one(
         "epochs": cli.trainer.current_epoch,
         "threads": torch.get_num_threads(),
         "device": device_summary(cli.trainer),
+        "torch": torch.__version__,
+        "finished": time.strftime("%Y-%m-%d"),
         "seed": seed,
         "args": args,
         "notes": dict(getattr(cli.model, "report_notes", {})),
@@ -245,14 +249,20 @@ class EarlierReport:
     source: str = ""
     rows: dict[str, RowSummary] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    superseded: bool = False  # every row was run again: compared with, never shown
 
 
 def earlier_report(table: Table, budget: str, results: Path | None) -> EarlierReport:
-    """The ledger's earlier report of ``table`` at ``budget`` (empty when there is none);
-    ``ValueError`` naming the file when it is malformed."""
-    path = None if results is None else results / table.name / budget / "earlier.json"
-    if path is None or not path.exists():
+    """The ledger's earlier report of ``table`` at ``budget``: ``earlier.json``, else
+    ``superseded.json`` (empty when there is neither); ``ValueError`` naming the file when it is
+    malformed."""
+    folder = None if results is None else results / table.name / budget
+    found = [] if folder is None else [folder / name for name in ("earlier.json",
+                                                                  "superseded.json")
+                                       if (folder / name).exists()]
+    if not found:
         return EarlierReport()
+    path = found[0]
     try:
         record = json.loads(path.read_text())
         return EarlierReport(record["source"], {
@@ -260,11 +270,40 @@ def earlier_report(table: Table, budget: str, results: Path | None) -> EarlierRe
                               for key, (mean, std, best) in row["cells"].items()},
                              row["seeds"], row["wall_minutes"], row.get("resumed", False),
                              earlier=True)
-            for name, row in record["rows"].items()}, tuple(record.get("notes", ())))
+            for name, row in record["rows"].items()}, tuple(record.get("notes", ())),
+            superseded=path.name == "superseded.json")
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         raise ValueError(f"{path}: not an earlier-report record ({error!r}); expected "
                          '{"source": ..., "rows": {name: {"seeds", "wall_minutes", "cells"}}}'
                          ) from error
+
+
+def _differences(table: Table, rows: dict[str, RowSummary], earlier: EarlierReport
+                 ) -> list[str]:
+    """A note for every metric of a row run again whose mean differs from the earlier report's
+    by more than the seed spread (the larger standard deviation of the two; rows of one seed
+    are not compared)."""
+    lines = []
+    for row in table.rows:
+        summary, before = rows.get(row.name), earlier.rows.get(row.name)
+        if summary is None or summary.earlier or before is None:
+            continue
+        for key, label in table.metrics:
+            if key not in summary.cells or key not in before.cells:
+                continue
+            (mean, std, _), (old, old_std, _) = summary.cells[key], before.cells[key]
+            spread = max((s for s in (std, old_std) if s is not None), default=None)
+            if spread is not None and abs(mean - old) > spread:
+                lines.append(
+                    f"- {row.name}, {label}: {mean:.1f} ± {'—' if std is None else f'{std:.1f}'}"
+                    f" over {summary.seeds} seeds here, {old:.1f} ± "
+                    f"{'—' if old_std is None else f'{old_std:.1f}'} over {before.seeds} in the "
+                    f"earlier report: {abs(mean - old):.1f} apart, more than the seed spread "
+                    f"({spread:.1f})")
+    if not lines:
+        return []
+    return [f"**Re-runs that differ from the earlier report ({earlier.source}) by more than "
+            "the seed spread:**", "", *lines, ""]
 
 
 def _shown(mean: float, std: float | None, best: float | None, select_by: str | None) -> str:
@@ -275,7 +314,8 @@ def _shown(mean: float, std: float | None, best: float | None, select_by: str | 
 def _group_averages(table: Table, rows: dict[str, RowSummary]) -> list[str]:
     """One line per row group: the average over its rows of every cell (best-on-validation
     values too, when the table selects), beside the average of the paper's numbers of the same
-    rows."""
+    rows and, where the table records one, the average the paper prints (labelled, as they
+    may differ)."""
     lines = []
     for group in dict.fromkeys(row.group for row in table.rows if row.group):
         members = [row for row in table.rows if row.group == group and row.name in rows]
@@ -291,8 +331,13 @@ def _group_averages(table: Table, rows: dict[str, RowSummary]) -> list[str]:
                 bests = [rows[row.name].cells[key][2] for row in shown]
                 cell = f"{'—' if None in bests else f'{statistics.mean(bests):.1f}'} / {cell}"
             papers = [row.paper[key] for row in shown if key in row.paper]
-            cells.append(cell + (f" (paper {statistics.mean(papers):.1f})"
-                                 if len(papers) == len(shown) else ""))
+            printed = table.printed_averages.get(group, {}).get(key)
+            if len(papers) == len(shown) and printed is not None:
+                cell += (f" (paper: printed {printed:.1f}, mean of its rows "
+                         f"{statistics.mean(papers):.1f})")
+            elif len(papers) == len(shown):
+                cell += f" (paper {statistics.mean(papers):.1f})"
+            cells.append(cell)
         count = f"{len(members)} row{'s' if len(members) != 1 else ''}"
         lines.append(f"| average, {group} ({count}) | " + " | ".join(cells)
                      + " | — | — |")
@@ -377,12 +422,17 @@ def render(
     rows = {}
     for row in table.rows:
         runs = results.get(row.name, [])
-        before = earlier.rows.get(row.name)
+        before = None if earlier.superseded else earlier.rows.get(row.name)
         rows[row.name] = (before if before is not None and before.seeds > len(runs)
                           else summarize(table, runs))
     header = ["model", *[label for _, label in table.metrics], "seeds", "wall time / run"]
     threads = sorted({r.get("threads", "?") for runs in results.values() for r in runs}, key=str)
     thread_note = f", {'/'.join(map(str, threads))} thread(s) per run" if threads else ""
+    # what the runs recorded, so that the report is a function of the ledger alone
+    torches = sorted({r["torch"] for runs in results.values() for r in runs if "torch" in r})
+    days = sorted({r["finished"] for runs in results.values() for r in runs if "finished" in r})
+    when = ("" if not days else f" on {days[0]}" if len(days) == 1
+            else f" from {days[0]} to {days[-1]}")
     devices = sorted({r["device"] for runs in results.values() for r in runs if "device" in r})
     if devices:
         thread_note += f", on {' / '.join(devices)}"
@@ -391,8 +441,8 @@ def render(
         f"# {table.title}", "",
         f"Produced by `structattn reproduce {table.name} --budget {budget} --seeds {seeds.stop}"
         f"{f' --first-seed {seeds.start}' if seeds.start else ''}"
-        f"{' --cached-only' if cached_only else ''}{options}` on "
-        f"{time.strftime('%Y-%m-%d')} (torch {torch.__version__}{thread_note}). Wall times are "
+        f"{' --cached-only' if cached_only else ''}{options}`{when} "
+        f"(torch {'/'.join(torches) or torch.__version__}{thread_note}). Wall times are "
         "as measured on a shared 2-core machine, where several runs may have run at once.", "",
         f"**Budget `{budget}`:** {table.budgets[budget][1]}. **Seeds:** {seeds.start}.."
         f"{seeds.stop - 1}"
@@ -426,7 +476,8 @@ def render(
     if any(summary.partial_wall for summary in rows.values()):
         lines += ["", "\\* a run of this row was interrupted and resumed from its last "
                   "checkpoint: its wall time counts only the part after the resumption."]
-    notes = [*_per_seed(table, results, rows), *_notes(table, results)]
+    notes = [*_differences(table, rows, earlier), *_per_seed(table, results, rows),
+             *_notes(table, results)]
     if any(summary.earlier for summary in rows.values()):
         lines += ["", f"† as printed by an earlier report ({earlier.source}), whose per-run "
                   "results were lost with the machine that ran them; shown until as many seeds "
@@ -458,7 +509,8 @@ def run_table(
         found = {row.name: [_stored(table, row, budget, seed, root, results)
                             for seed in range(first_seed, seeds)] for row in chosen}
         runs = {name: [r for r in stored if r is not None] for name, stored in found.items()}
-        chosen = [row for row in chosen if runs[row.name] or row.name in earlier.rows]
+        chosen = [row for row in chosen if runs[row.name]
+                  or (row.name in earlier.rows and not earlier.superseded)]
     else:
         runs = {
             row.name: [run_one(table, row, budget, seed, root, results, trainer)
@@ -472,6 +524,22 @@ def run_table(
     path.write_text(render(shown, budget, range(first_seed, seeds), runs, not_run,
                            cached_only, earlier, trainer))
     return path
+
+
+def write_ledger_reports(results: Path = REPORTS / "results", reports: Path = REPORTS
+                         ) -> list[Path]:
+    """Write the report of every table and budget of the ledger ``results`` from it alone
+    (``--cached-only`` over the table's ``seeds``) into ``reports``; returns the reports'
+    paths. What is committed in ``reports/`` must equal what this writes
+    (``tests/test_ledger_reports.py``; ``make reports`` rewrites them)."""
+    written = []
+    for name in sorted(p.name for p in results.iterdir() if p.is_dir()):
+        for budget in sorted(p.name for p in (results / name).iterdir() if p.is_dir()):
+            report = reports / ledger_report_name(name, budget)
+            written.append(run_table(name, budget, TABLES[name].seeds, report=report,
+                                     root=results / name / budget / "no-run-folders",
+                                     cached_only=True, results=results))
+    return written
 
 
 def ledger_report_name(table: str, budget: str) -> str:

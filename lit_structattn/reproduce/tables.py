@@ -12,6 +12,8 @@ anchors its tables share (``&note``, ``*note``, ``<<: *budgets``). A table::
     scale: 1                   # optional, default 100 (fractions -> %)
     select_by: val/accuracy    # optional
     claim: {better: row, worse: row, metrics: [key, ...]}        # optional
+    printed_averages: {group: {key: number}}  # optional: the paper's own average of a group
+    seeds: 5                   # optional, default 3: the seeds of the committed report
     budgets: {ci: {describe: ..., overlay: {trainer: {max_epochs: 1}}}, cpu: ...}
     rows:
       - name: ...
@@ -79,6 +81,10 @@ class Table:
     # value of the seed best on it (the best-of-N-initializations protocol of some papers).
     select_by: str | None = None
     claim: Claim | None = None  # checked in the report's verdict
+    # The averages the paper prints for a row group (which may differ from the mean of the
+    # paper's numbers for its rows): shown beside that mean, both labelled.
+    printed_averages: dict[str, dict[str, float]] = field(default_factory=dict)
+    seeds: int = 3  # the seeds 0 .. seeds-1 of the committed reports (reports/results)
 
 
 class TableFileError(ValueError):
@@ -88,7 +94,8 @@ class TableFileError(ValueError):
 
 # (required keys, optional keys) of each mapping of a table file
 _FILE_KEYS = ({"tables"}, {"shared"})
-_TABLE_KEYS = ({"title", "note", "metrics", "budgets", "rows"}, {"scale", "select_by", "claim"})
+_TABLE_KEYS = ({"title", "note", "metrics", "budgets", "rows"},
+               {"scale", "select_by", "claim", "printed_averages", "seeds"})
 _METRIC_KEYS = ({"key", "label"}, set())
 _CLAIM_KEYS = ({"better", "worse", "metrics"}, set())
 _BUDGET_KEYS = ({"describe"}, {"overlay"})
@@ -259,9 +266,28 @@ def _table(name: str, spec, where: str, configs: Path) -> Table:
         scale=_number(spec.get("scale", 100), f"{where}, scale"),
         select_by=spec.get("select_by"),
         claim=_claim(spec["claim"], f"{where}, claim") if "claim" in spec else None,
+        printed_averages=_printed_averages(spec.get("printed_averages", {}),
+                                           f"{where}, printed_averages"),
+        seeds=_typed(spec.get("seeds", 3), int, f"{where}, seeds"),
     )
     _check_rows(table, where)
+    groups = {row.group for row in table.rows}
+    for group, values in table.printed_averages.items():
+        if group not in groups:
+            raise TableFileError(f"{where}, printed_averages: {group!r} is no row group; "
+                                 f"groups: {', '.join(sorted(g for g in groups if g))}")
+        unknown = set(values) - {key for key, _ in table.metrics}
+        if unknown:
+            raise TableFileError(f"{where}, printed_averages, {group}: {sorted(unknown)} are "
+                                 "not metrics of the table")
     return table
+
+
+def _printed_averages(spec, where: str) -> dict[str, dict[str, float]]:
+    """``{group: {metric key: number}}``, checked."""
+    return {group: {key: _number(value, f"{where}, {group}, {key}")
+                    for key, value in _typed(values, dict, f"{where}, {group}").items()}
+            for group, values in _typed(spec, dict, where).items()}
 
 
 def read_table_file(path: Path, configs: Path = CONFIGS) -> dict[str, Table]:
