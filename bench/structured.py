@@ -9,9 +9,11 @@
    over a 10k-word vocabulary, and the backward pass, with either attention. Kim et al.'s
    "structured attention was about 5x slower to train" compares whole models like this.
 
-Same inputs in one run, 2 threads, best of k after warm-up; writes ``reports/bench_structured.md``.
+Same inputs in one run, 2 threads, best of k after warm-up; writes ``reports/bench_structured.md``
+(``reports/bench_structured_<device>.md`` on another device, where every step ends by waiting for
+the device).
 
-    python -m bench.structured [--repeats 20]
+    python -m bench.structured [--repeats 20] [--device cuda]
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 import torch
 
 from bench import structured_crf
-from bench.timing import best_times, markdown_table, write_report
+from bench.timing import best_times, markdown_table, synced, write_report
 from lit_structattn.layers.attention import Attention
 from lit_structattn.layers.segmentation import SegmentationAttention
 from lit_structattn.models.seq2seq import EncodedSource, Seq2Seq
@@ -30,17 +32,18 @@ from lit_structattn.models.seq2seq import EncodedSource, Seq2Seq
 REPORT = Path(__file__).resolve().parent.parent / "reports" / "bench_structured.md"
 
 
-def attention_step_times(repeats: int, batch: int = 64, length: int = 50, dim: int = 256):
+def attention_step_times(repeats: int, device: str = "cpu", batch: int = 64, length: int = 50,
+                         dim: int = 256):
     """Forward+backward time of one decoder attention step, softmax vs segmentation."""
     generator = torch.Generator().manual_seed(0)
-    query = torch.randn(batch, dim, generator=generator)
-    keys = torch.randn(batch, length, dim, generator=generator)
+    query = torch.randn(batch, dim, generator=generator).to(device)
+    keys = torch.randn(batch, length, dim, generator=generator).to(device)
     lengths = torch.randint(length // 2, length + 1, (batch,), generator=generator)
     lengths[0] = length
-    mask = torch.arange(length)[None, :] < lengths[:, None]
+    mask = (torch.arange(length)[None, :] < lengths[:, None]).to(device)
     layers = {
-        "softmax": Attention(dim, dim, score="general", transform="softmax"),
-        "segmentation": SegmentationAttention(dim, dim, score="general"),
+        "softmax": Attention(dim, dim, score="general", transform="softmax").to(device),
+        "segmentation": SegmentationAttention(dim, dim, score="general").to(device),
     }
 
     def step(layer):
@@ -51,26 +54,28 @@ def attention_step_times(repeats: int, batch: int = 64, length: int = 50, dim: i
 
         return run
 
-    return best_times({name: step(layer) for name, layer in layers.items()}, repeats)
+    return best_times({name: synced(step(layer), device) for name, layer in layers.items()},
+                      repeats)
 
 
 def decoder_step_times(
-    repeats: int, batch: int = 128, length: int = 50, dim: int = 500, vocab: int = 10_000
+    repeats: int, device: str = "cpu", batch: int = 128, length: int = 50, dim: int = 500,
+    vocab: int = 10_000,
 ) -> dict[str, float]:
     """Forward+backward time of one whole decoder step (2-layer LSTM with input feeding,
     attention, output layer, NLL loss) with softmax and with segmentation attention."""
     generator = torch.Generator().manual_seed(0)
-    memory = torch.randn(batch, length, dim, generator=generator)
+    memory = torch.randn(batch, length, dim, generator=generator).to(device)
     lengths = torch.randint(length // 2, length + 1, (batch,), generator=generator)
     lengths[0] = length
-    mask = torch.arange(length)[None, :] < lengths[:, None]
-    tokens = torch.randint(3, vocab, (batch,), generator=generator)
-    gold = torch.randint(3, vocab, (batch,), generator=generator)
+    mask = (torch.arange(length)[None, :] < lengths[:, None]).to(device)
+    tokens = torch.randint(3, vocab, (batch,), generator=generator).to(device)
+    gold = torch.randint(3, vocab, (batch,), generator=generator).to(device)
 
     def step(attention: str):
         torch.manual_seed(0)
         model = Seq2Seq(vocab, vocab, embed_dim=dim, hidden_dim=dim, attention=attention,
-                        input_feed=True, num_layers=2)  # the source memory is given below
+                        input_feed=True, num_layers=2).to(device)  # the memory is given below
         state = model.initial_state(EncodedSource(memory, mask))
 
         def run() -> None:
@@ -80,23 +85,25 @@ def decoder_step_times(
 
         return run
 
-    return best_times({name: step(name) for name in ("softmax", "segmentation")}, repeats)
+    return best_times({name: synced(step(name), device)
+                       for name in ("softmax", "segmentation")}, repeats)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--no-report", action="store_true", help="print only")
+    parser.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:1, ...")
     args = parser.parse_args()
     torch.set_num_threads(2)
-    crf_rows = structured_crf.run(args.repeats)
+    crf_rows = structured_crf.run(args.repeats, device=args.device)
     crf_table = structured_crf.render(crf_rows)
-    step = attention_step_times(args.repeats)
+    step = attention_step_times(args.repeats, args.device)
     step_table = markdown_table(
         ["decoder attention step (B=64, L=50, D=256)", "time (us)", "/ softmax"],
         [[name, f"{t * 1e6:.0f}", f"{t / step['softmax']:.2f}x"] for name, t in step.items()],
     )
-    decoder = decoder_step_times(args.repeats)
+    decoder = decoder_step_times(args.repeats, args.device)
     decoder_table = markdown_table(
         ["whole decoder step (B=128, L=50, 2x500 LSTM, V=10k)", "time (ms)", "/ softmax"],
         [[name, f"{t * 1e3:.1f}", f"{t / decoder['softmax']:.2f}x"] for name, t in decoder.items()],
@@ -119,8 +126,13 @@ def main() -> None:
             "(Kim et al.: structured attention made NMT training about 5x slower). The attention "
             "layer alone (previous table) is further from it."
         )
-        write_report(REPORT, "Structured inference and attention: speed against peers",
-                     "python -m bench.structured", body)
+        on = "" if args.device == "cpu" else (
+            f"On `{torch.cuda.get_device_name(args.device)}` (`--device {args.device}`).\n\n")
+        report = REPORT if args.device == "cpu" else \
+            REPORT.with_name(f"bench_structured_{args.device.replace(':', '')}.md")
+        write_report(report, "Structured inference and attention: speed against peers",
+                     "python -m bench.structured"
+                     + ("" if args.device == "cpu" else f" --device {args.device}"), on + body)
 
 
 if __name__ == "__main__":

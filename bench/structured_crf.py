@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 import torch_struct
 
-from bench.timing import best_times, markdown_table
+from bench.timing import best_times, cuda_peak_mb, markdown_table, synced
 from lit_structattn.structured.dependency import DependencyCRF
 from lit_structattn.structured.linear_chain import LinearChainCRF
 
@@ -131,10 +131,11 @@ def torch_struct_tree(arcs: torch.Tensor, multiroot: bool) -> torch.Tensor:
 # ---------------------------------------------------------------------- steps and checks
 
 
-def make_steps(case: Case) -> dict[str, Step]:
-    """One forward + backward closure per library on the case's inputs (fresh leaves)."""
+def make_steps(case: Case, device: str = "cpu") -> dict[str, Step]:
+    """One forward + backward closure per library on the case's inputs (fresh leaves) on
+    ``device`` (waiting for a CUDA device to finish, :func:`~bench.timing.synced`)."""
     if case.kind == "chain":
-        data = chain_inputs(*case.sizes)
+        data = {k: v.to(device) for k, v in chain_inputs(*case.sizes).items()}
         functions = {"ours": ours_chain, "torch-struct": torch_struct_chain}
 
         def chain_step(fn) -> Step:
@@ -145,8 +146,8 @@ def make_steps(case: Case) -> dict[str, Step]:
 
             return step
 
-        return {name: chain_step(fn) for name, fn in functions.items()}
-    data = tree_inputs(*case.sizes)
+        return {name: synced(chain_step(fn), device) for name, fn in functions.items()}
+    data = {k: v.to(device) for k, v in tree_inputs(*case.sizes).items()}
     functions = {"ours": ours_tree, "torch-struct": torch_struct_tree}
 
     def tree_step(fn) -> Step:
@@ -156,17 +157,18 @@ def make_steps(case: Case) -> dict[str, Step]:
 
         return step
 
-    return {name: tree_step(fn) for name, fn in functions.items()}
+    return {name: synced(tree_step(fn), device) for name, fn in functions.items()}
 
 
-def marginals_difference(case: Case) -> float:
+def marginals_difference(case: Case, device: str = "cpu") -> float:
     """Largest absolute difference between the two libraries' marginals (asserted small)."""
     if case.kind == "chain":
         data = chain_inputs(*case.sizes)
-        args = (data["unary"].requires_grad_(), data["transition"].requires_grad_())
+        args = (data["unary"].to(device).requires_grad_(),
+                data["transition"].to(device).requires_grad_())
         ours, theirs = ours_chain(*args), torch_struct_chain(*args)
     else:
-        arcs = tree_inputs(*case.sizes)["arcs"].requires_grad_()
+        arcs = tree_inputs(*case.sizes)["arcs"].to(device).requires_grad_()
         ours, theirs = ours_tree(arcs, case.multiroot), torch_struct_tree(arcs, case.multiroot)
     torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=1e-4)
     return float((ours - theirs).detach().abs().max())
@@ -212,12 +214,15 @@ def _probe(case: str, library: str) -> None:
 # ---------------------------------------------------------------------- report
 
 
-def run(repeats: int, memory: bool = True) -> list[dict[str, object]]:
-    """Time (and optionally measure the memory of) every case; one dict per case."""
+def run(repeats: int, memory: bool = True, device: str = "cpu") -> list[dict[str, object]]:
+    """Time (and optionally measure the memory of) every case on ``device``; one dict per
+    case. On a CUDA device the memory is the peak CUDA allocation of one step."""
     results = []
+    on_cuda = torch.device(device).type == "cuda"
     for case in CASES.values():
-        difference = marginals_difference(case)
-        times = best_times(make_steps(case), repeats)
+        difference = marginals_difference(case, device)
+        steps = make_steps(case, device)
+        times = best_times(steps, repeats)
         row: dict[str, object] = {
             "case": case.label(),
             "ours_s": times["ours"],
@@ -225,7 +230,10 @@ def run(repeats: int, memory: bool = True) -> list[dict[str, object]]:
             "ratio": times["ours"] / times["torch-struct"],
             "max_abs_diff": difference,
         }
-        if memory:
+        if memory and on_cuda:
+            row["ours_mb"] = cuda_peak_mb(steps["ours"], device)
+            row["torch_struct_mb"] = cuda_peak_mb(steps["torch-struct"], device)
+        elif memory:
             row["ours_mb"] = peak_memory_mb(case.name, "ours")
             row["torch_struct_mb"] = peak_memory_mb(case.name, "torch-struct")
         results.append(row)
@@ -256,12 +264,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--no-memory", action="store_true", help="skip the memory subprocesses")
     parser.add_argument("--probe", nargs=2, metavar=("CASE", "LIBRARY"), help=argparse.SUPPRESS)
+    parser.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:1, ...")
     args = parser.parse_args()
     if args.probe:
         _probe(*args.probe)
         return
     torch.set_num_threads(2)
-    print(render(run(args.repeats, memory=not args.no_memory)))
+    print(render(run(args.repeats, memory=not args.no_memory, device=args.device)))
 
 
 if __name__ == "__main__":

@@ -31,6 +31,29 @@ def config_task(configs: Sequence[str], *args: str, **model: object):
     return build_cli([*stack, *args, *chosen, *quiet], run=False).model
 
 
+def synced(step: Callable[[], object], device: str | torch.device) -> Callable[[], None]:
+    """``step`` followed, on a CUDA device, by a wait for the device to finish it (kernels run
+    asynchronously: without the wait a timer measures only their launch)."""
+    if torch.device(device).type != "cuda":
+        return step
+
+    def run() -> None:
+        step()
+        torch.cuda.synchronize(device)
+
+    return run
+
+
+def cuda_peak_mb(step: Callable[[], object], device: str | torch.device) -> float:
+    """Peak CUDA memory (MiB) allocated during ``step()`` above what was allocated before."""
+    torch.cuda.synchronize(device)
+    before = torch.cuda.memory_allocated(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    step()
+    torch.cuda.synchronize(device)
+    return (torch.cuda.max_memory_allocated(device) - before) / 2**20
+
+
 def best_time(step: Callable[[], object], repeats: int = 20, warmup: int = 3) -> float:
     """Best wall time in seconds of ``step()`` over ``repeats`` runs after ``warmup`` runs."""
     for _ in range(warmup):

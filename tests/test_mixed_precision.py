@@ -142,3 +142,19 @@ def test_encoder_decoder_under_autocast(output):
     assert len(greedy) == len(beams) == len(src)
     bf16 = model.to(torch.bfloat16)  # no autocast: a bf16 memory, still float32 beam scores
     assert len(bf16.beam_search(src, lengths, max_len=7, beam=2)) == len(src)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("precision", ["32-true", "16-mixed", "bf16-mixed"])
+@pytest.mark.parametrize("arguments", [
+    *(pytest.param(arguments, id=name) for name, arguments in CASES.items()),
+    *(tagging(row) for row in TAGGING_ROWS),
+])
+def test_fit_on_cuda(arguments, precision, tmp_path, request):
+    """Every family's rows fit two steps and validate on a GPU at every precision."""
+    cli = build_cli(["fit", *arguments(tmp_path, request), *MIXED, "--trainer.precision",
+                     precision, "--trainer.accelerator", "cuda", "--trainer.devices", "1"])
+    trainer = cli.trainer
+    assert trainer.global_step == 2 and cli.model.device.type == "cuda"
+    assert math.isfinite(trainer.callback_metrics["train/loss"])
+    assert math.isfinite(trainer.checkpoint_callback.best_model_score)
