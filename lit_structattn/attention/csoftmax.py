@@ -21,7 +21,7 @@ from torch.autograd.function import once_differentiable
 
 from . import _compiled, _threshold
 from ._checks import run_transform
-from ._threshold import center, first_true
+from ._threshold import center, checks_every_pass, first_true
 
 
 def _exclusive_cumsum(x: Tensor) -> Tensor:
@@ -35,7 +35,8 @@ def _log_leftover(clamped_mass: Tensor) -> Tensor:
     return (1 - clamped_mass).clamp_min(torch.finfo(clamped_mass.dtype).tiny).log()
 
 
-def csoftmax_threshold_iterative(z: Tensor, u: Tensor, max_iter: int
+def csoftmax_threshold_iterative(z: Tensor, u: Tensor, max_iter: int,
+                                 every_pass: bool | None = None
                                  ) -> tuple[Tensor, Tensor, Tensor]:
     """``(tau [..., 1], clamped [..., L] float 0/1, converged [..., 1] bool)`` by clamping
     violators until none is left.
@@ -47,8 +48,12 @@ def csoftmax_threshold_iterative(z: Tensor, u: Tensor, max_iter: int
     The decisions and ``log Z`` are exact only while ``Z`` is far above the subnormal range
     (``Z >= tiny / eps``: the free coordinates that underflow then carry a negligible share);
     a row whose free mass is smaller (its free scores lie some 87 nats, in float32, below the
-    clamped ones) is left unconverged, for the log-space sort.
+    clamped ones) is left unconverged, for the log-space sort. ``every_pass``: stop once all
+    rows have converged (a host synchronization per pass), or run the ``max_iter`` passes
+    (a converged row's clamped set no longer changes, so its values neither); default
+    :func:`~._threshold.checks_every_pass` of ``z``'s device.
     """
+    every_pass = checks_every_pass(z) if every_pass is None else every_pass
     e = z.exp()
     clamped = (u <= 0).to(z.dtype)  # 1 = clamped at its bound
     size = clamped.sum(-1, keepdim=True)
@@ -62,7 +67,7 @@ def csoftmax_threshold_iterative(z: Tensor, u: Tensor, max_iter: int
         clamped = torch.maximum(clamped, violation)
         new_size = clamped.sum(-1, keepdim=True)
         converged = (new_size == size) & (free_mass >= finfo.tiny / finfo.eps)
-        if bool(converged.all()):
+        if every_pass and bool(converged.all()):
             break
         size = new_size
     tau = free_mass.clamp_min(finfo.tiny).log() - _log_leftover(clamped_mass)

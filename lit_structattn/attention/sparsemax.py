@@ -12,7 +12,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from ._checks import run_transform
-from ._threshold import center, solve_threshold
+from ._threshold import center, checks_every_pass, solve_threshold
 
 
 def sparsemax_threshold(z: Tensor) -> Tensor:
@@ -35,15 +35,20 @@ def sparsemax_threshold(z: Tensor) -> Tensor:
     return tau.masked_fill(support_size == 0, torch.inf)
 
 
-def sparsemax_threshold_iterative(z: Tensor, max_iter: int) -> tuple[Tensor, Tensor]:
+def sparsemax_threshold_iterative(z: Tensor, max_iter: int, every_pass: bool | None = None
+                                  ) -> tuple[Tensor, Tensor]:
     """Michelot's algorithm: tau ``[..., 1]`` and whether it converged ``[..., 1]``.
 
     ``z``: ``[..., L]`` centered scores (maximum 0), ``-inf`` at masked positions. The support
     lies in ``{z > -1}``, so tau starts at -1; each pass sets tau to the threshold of the
     coordinates above the current one. tau only grows and the set only shrinks, so an
     unchanged set size means the exact solution. (Float arithmetic only: on CPU, comparisons
-    that produce bool tensors cost several times more than relu/sign.)
+    that produce bool tensors cost several times more than relu/sign.) ``every_pass``: stop
+    once all rows have converged (a host synchronization per pass), or run the ``max_iter``
+    passes with converged rows held at their threshold; default
+    :func:`~._threshold.checks_every_pass` of ``z``'s device.
     """
+    every_pass = checks_every_pass(z) if every_pass is None else every_pass
     z = z.clamp_min(-2)  # finite; coordinates below -1 never matter
     tau = torch.full_like(z[..., :1], -1.0)
     size = torch.full_like(tau, -1.0)
@@ -52,10 +57,11 @@ def sparsemax_threshold_iterative(z: Tensor, max_iter: int) -> tuple[Tensor, Ten
         above = torch.relu(z - tau)
         new_size = above.sign().sum(-1, keepdim=True)
         converged = new_size == size
-        if bool(converged.all()):
+        if every_pass and bool(converged.all()):
             break
         # sum_{z > tau} z = sum (z - tau)_+ + tau * size
-        tau = (above.sum(-1, keepdim=True) + tau * new_size - 1) / new_size.clamp_min(1)
+        step = (above.sum(-1, keepdim=True) + tau * new_size - 1) / new_size.clamp_min(1)
+        tau = step if every_pass else torch.where(converged, tau, step)
         size = new_size
     return tau, converged
 
