@@ -305,35 +305,37 @@ def test_sort_fallback_and_partial_iterations_agree(monkeypatch, solver, name, m
 
 
 @pytest.mark.parametrize("scale", [1.0, 30.0, 1e3])
-@pytest.mark.parametrize("name", ["sparsemax", "csoftmax"])
+@pytest.mark.parametrize("name", ["sparsemax", "csoftmax", "csparsemax"])
 def test_fixed_passes_as_on_a_gpu_give_the_same_solution(monkeypatch, solver, name, scale):
     """Off the CPU the solvers run all their passes without a host synchronization per pass
     (converged rows held); forced here on the CPU's torch solvers, the outputs are those of
-    the early-stopping loop (csoftmax: bit for bit; sparsemax: to rounding) and of the
-    float64 references."""
+    the early-stopping loop (csoftmax, csparsemax: bit for bit; sparsemax: to rounding) and of
+    the float64 references."""
     import importlib
 
     if solver == "compiled":
         pytest.skip("a path of the torch solvers")
     rng = np.random.default_rng(7)
-    z = torch.tensor(rng.normal(size=(64, 25)) * scale, dtype=torch.float32)
-    u = torch.tensor(np.stack([random_upper(rng, 25) for _ in range(64)]), dtype=torch.float32)
+    z = torch.tensor(rng.normal(size=(64, 25)) * scale, dtype=torch.float32)  # 25 > 16:
+    u = torch.tensor(np.stack([random_upper(rng, 25) for _ in range(64)]),  # no enumeration
+                     dtype=torch.float32)
     u[:, 0] = 1.0
     mask = torch.tensor(rng.uniform(size=(64, 25)) < 0.8)
     mask[:, 0] = True
     transform = get_transform(name)
     upper = u if transform.constrained else None
     early = transform(z, upper=upper, mask=mask)
-    for module in ("sparsemax", "csoftmax"):
+    for module in ("sparsemax", "csoftmax", "csparsemax"):
         monkeypatch.setattr(importlib.import_module(f"lit_structattn.attention.{module}"),
                             "checks_every_pass", lambda t: False)
     fixed = transform(z, upper=upper, mask=mask)
-    if name == "csoftmax":
+    if name != "sparsemax":
         assert torch.equal(fixed, early)
     else:
         torch.testing.assert_close(fixed, early, atol=2e-6, rtol=0)
     for b in range(64):
         row = z[b][mask[b]].double().numpy()
-        ref = (csoftmax_ref(row, u[b][mask[b]].double().numpy()) if transform.constrained
+        bounds = u[b][mask[b]].double().numpy()
+        ref = (CONSTRAINED[name][1](row, bounds) if transform.constrained
                else sparsemax_ref(row))
         np.testing.assert_allclose(fixed[b][mask[b]].numpy(), ref, atol=2e-5)

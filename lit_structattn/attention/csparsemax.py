@@ -21,7 +21,7 @@ from torch.autograd.function import once_differentiable
 
 from . import _compiled, _threshold
 from ._checks import run_transform
-from ._threshold import center, first_true, sort_pending
+from ._threshold import center, checks_every_pass, first_true, sort_pending
 
 LOWER_BOUND_CANDIDATES = (-1.0, -2.0, -4.0, -8.0, -16.0)
 
@@ -41,7 +41,8 @@ def _certain_zeros(z: Tensor, u: Tensor) -> Tensor:
 
 
 def fix_variables(
-    z: Tensor, u: Tensor, unfixed: Tensor, remaining: Tensor, max_iter: int, stop_width: int = 0
+    z: Tensor, u: Tensor, unfixed: Tensor, remaining: Tensor, max_iter: int, stop_width: int = 0,
+    every_pass: bool | None = None,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Passes of variable fixing (Bitran & Hax; Kiwiel 2008) for ``sum_j clip(z_j - tau, 0, u_j)
     = remaining`` over the coordinates not yet fixed.
@@ -53,6 +54,10 @@ def fix_variables(
             latter); remaining: ``[..., 1]``.
         max_iter: at most this many passes.
         stop_width: stop early once no row has more than this many unfixed coordinates.
+        every_pass: check after every pass whether to stop (a host synchronization per pass),
+            or run the ``max_iter`` passes with converged rows held as they are (no
+            ``stop_width``); default :func:`~._threshold.checks_every_pass` of ``z``'s
+            device.
     Returns:
         ``(tau [..., 1], converged [..., 1] bool, unfixed, remaining)`` after the last pass.
 
@@ -62,6 +67,7 @@ def fix_variables(
     are optimal at their bound and are fixed there. Every pass fixes at least one coordinate, so
     the method is exact and finite. Float 0/1 indicators: on CPU, bool tensors are slower.
     """
+    every_pass = checks_every_pass(z) if every_pass is None else every_pass
     slack = z - u  # a coordinate is above its bound where slack > tau
     tau = torch.zeros_like(remaining)
     converged = torch.zeros_like(remaining, dtype=torch.bool)
@@ -76,13 +82,16 @@ def fix_variables(
         # scale, a difference within it is no evidence for either side.
         tolerance = 4 * eps * (deficit + excess + count * (tau.abs() + 1) + remaining.abs())
         converged = (count > 0) & ((deficit - excess).abs() <= tolerance)
-        if bool(converged.all()):
+        if every_pass and bool(converged.all()):
             break
         fix_upper = (excess > deficit).to(z.dtype)  # [..., 1]: which side is fixed
         fixed_upper = above.sign() * fix_upper
+        if not every_pass:  # a converged row fixes nothing more
+            fix_upper, fixed_upper = fix_upper * ~converged, fixed_upper * ~converged
+            below = below * ~converged
         remaining = remaining - (u * fixed_upper).sum(-1, keepdim=True)
         unfixed = unfixed - fixed_upper - below.sign() * (1 - fix_upper)
-        if stop_width and int(unfixed.sum(-1).max()) <= stop_width:
+        if every_pass and stop_width and int(unfixed.sum(-1).max()) <= stop_width:
             break
     return tau, converged, unfixed, remaining
 
