@@ -78,3 +78,12 @@ def test_needle_classifier(tmp_path):
     args = ["--config", str(CONFIGS / "demo" / "needle.yaml"), "--data.init_args.num_train",
             "64", "--data.init_args.num_val", "33", "--data.init_args.batch_size", "4"]
     assert_one_and_two_processes_agree(args, tmp_path, "val/acc")
+
+
+@pytest.mark.slow
+def test_nli(tmp_path):
+    from tests.test_nli_cli import tiny
+
+    args = tiny(tmp_path, "structured", "--data.init_args.batch_size", "2",
+                "--data.init_args.val_fraction", "0.5")  # 15 validation pairs
+    assert_one_and_two_processes_agree(args, tmp_path, "val/accuracy")
