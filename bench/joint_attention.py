@@ -12,7 +12,7 @@ configs/morphology/base.yaml (:class:`TransductionTask`, 69 symbols): soft, beam
 full-joint. The candidates take turns batch by batch, so load on a shared machine hits all of
 them alike; the table gives the median step and its ratio to soft attention.
 
-    python -m bench.joint_attention [--steps 30] [--threads 1] [--bpe-size 8000]
+    python -m bench.joint_attention [--steps 30] [--threads 1] [--bpe-size 8000] [--device cuda]
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import statistics
 from pathlib import Path
 
 import torch
+from lightning.pytorch.utilities import move_data_to_device
 
 from bench.timing import (
     config_task,
@@ -50,35 +51,38 @@ MORPHOLOGY = {
 }
 
 
-def first_batches(data, steps: int) -> list:
+def first_batches(data, steps: int, device: str = "cpu") -> list:
     loader = iter(data.train_dataloader())
-    return [next(loader) for _ in range(steps)]
+    return [move_data_to_device(next(loader), device) for _ in range(steps)]
 
 
-def translation_times(steps: int, bpe_size: int) -> dict[str, list[float]]:
+def translation_times(steps: int, bpe_size: int, device: str = "cpu") -> dict[str, list[float]]:
     data = TranslationDataModule(batch_size=64, bpe_size=bpe_size)
     data.setup("fit")
     tasks = {name: config_task(["translation/base.yaml"], "--data.init_args.bpe_size",
-                               str(len(data.subwords)), **kwargs)
+                               str(len(data.subwords)), **kwargs).to(device)
              for name, kwargs in TRANSLATION.items()}
-    return training_step_times(first_batches(data, steps),
+    return training_step_times(first_batches(data, steps, device),
                                {name: task.loss for name, task in tasks.items()},
-                               {name: optimizer_of(task) for name, task in tasks.items()})
+                               {name: optimizer_of(task) for name, task in tasks.items()},
+                               device=device)
 
 
-def morphology_times(steps: int) -> dict[str, list[float]]:
+def morphology_times(steps: int, device: str = "cpu") -> dict[str, list[float]]:
     data = InflectionDataModule(pos="noun", batch_size=20)
     data.setup("fit")
-    tasks = {name: config_task(["morphology/base.yaml", "morphology/nouns.yaml"], **kwargs)
+    tasks = {name: config_task(["morphology/base.yaml", "morphology/nouns.yaml"],
+                               **kwargs).to(device)
              for name, kwargs in MORPHOLOGY.items()}
 
     def loss_of(task):
         return lambda batch: task.model.loss(batch["src"], batch["src_lengths"],
                                              batch["tgt_in"], batch["tgt_out"])
 
-    return training_step_times(first_batches(data, steps),
+    return training_step_times(first_batches(data, steps, device),
                                {name: loss_of(task) for name, task in tasks.items()},
-                               {name: optimizer_of(task) for name, task in tasks.items()})
+                               {name: optimizer_of(task) for name, task in tasks.items()},
+                               device=device)
 
 
 def ratio_table(times: dict[str, list[float]]) -> str:
@@ -96,13 +100,14 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--bpe-size", type=int, default=8000)
     parser.add_argument("--no-report", action="store_true", help="print only")
+    parser.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:1, ...")
     args = parser.parse_args()
-    allocator = steady_allocator()
+    allocator = steady_allocator() if args.device == "cpu" else f"On `{args.device}`."
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    translation = ratio_table(translation_times(args.steps, args.bpe_size))
+    translation = ratio_table(translation_times(args.steps, args.bpe_size, args.device))
     print(translation)
-    morphology = ratio_table(morphology_times(args.steps))
+    morphology = ratio_table(morphology_times(args.steps, args.device))
     print(morphology)
     if not args.no_report:
         paragraphs = __doc__.split("\n\n")
@@ -117,9 +122,12 @@ def main() -> None:
             "and the sampled ones compute it for 6 positions, so their cost grows with the "
             "vocabulary; on a GPU those products run in parallel."
         )
-        write_report(REPORT, "Joint attention and segmentation attention: training-step cost",
+        report = REPORT if args.device == "cpu" else \
+            REPORT.with_name(f"{REPORT.stem}_{args.device.replace(':', '')}.md")
+        write_report(report, "Joint attention and segmentation attention: training-step cost",
                      f"python -m bench.joint_attention --steps {args.steps} "
-                     f"--threads {args.threads} --bpe-size {args.bpe_size}", body)
+                     f"--threads {args.threads} --bpe-size {args.bpe_size}"
+                     + ("" if args.device == "cpu" else f" --device {args.device}"), body)
 
 
 if __name__ == "__main__":

@@ -84,9 +84,10 @@ def best_times(steps: dict[str, Callable[[], object]], repeats: int, warmup: int
 
 def training_step_times(
     batches: Sequence[object], losses: dict[str, Callable[[object], torch.Tensor]],
-    optimizers: dict[str, torch.optim.Optimizer], warmup: int = 3,
+    optimizers: dict[str, torch.optim.Optimizer], warmup: int = 3, device: str = "cpu",
 ) -> dict[str, list[float]]:
-    """Seconds per training step (loss, backward, update) of every candidate on every batch.
+    """Seconds per training step (loss, backward, update) of every candidate on every batch
+    (on a CUDA ``device``, up to the device finishing the step).
 
     The candidates take turns batch by batch, so that load on a shared machine hits all of them
     alike; the first ``warmup`` batches are run once more before timing starts.
@@ -99,6 +100,8 @@ def training_step_times(
             optimizers[name].zero_grad()
             loss.backward()
             optimizers[name].step()
+            if torch.device(device).type == "cuda":
+                torch.cuda.synchronize(device)
             if index >= warmup:
                 times[name].append(time.perf_counter() - start)
     return times
