@@ -57,3 +57,22 @@ def test_tables_without_selection_render_as_before():
            "seed), then the paper's number." in text
     assert "| no attention | 50.0 (paper 7.6) | — (paper 4.1) |" in text  # one seed: no ±
     assert "| average," not in text
+
+
+def test_the_whole_group_shows_the_papers_printed_average_beside_its_rows_mean():
+    """Table 4 prints 39.6 as MemN2N's average fact accuracy, where its rows average 36.6: a
+    report of the whole group shows both, labelled; a report of part of it only the rows'."""
+    from lit_structattn.reproduce.runner import render
+
+    table = TABLES["babi_qa"]
+    memn2n = [row for row in table.rows if row.group == "MemN2N"]
+    results = {row.name: [{"metrics": {"test/accuracy": 0.5, **({} if "test/fact_accuracy" not in
+                                                                   row.paper else
+                                                                   {"test/fact_accuracy": 0.25})},
+                           "validation": {"val/accuracy": 0.5}, "wall_seconds": 60.0}]
+               for row in memn2n}  # no fact accuracy for tasks 7 and 8
+    whole = render(replace(table, rows=tuple(memn2n)), "cpu", range(1), results)
+    assert ("| average, MemN2N (12 rows) | 50.0 / 50.0 (paper: printed 81.4, mean of its rows "
+            "81.4) | 25.0 / 25.0 (paper: printed 39.6, mean of its rows 36.6) |") in whole
+    part = render(replace(table, rows=tuple(memn2n[:2])), "cpu", range(1), results)
+    assert "paper: printed" not in part and "| average, MemN2N (2 rows) |" in part

@@ -136,7 +136,8 @@ def _drop(path: tuple):
 
 @pytest.mark.parametrize("change, message", [
     (_set(("titel",), "T"), "table 'mine': unknown key(s) 'titel'; valid keys: budgets, claim, "
-                            "metrics, note, rows, scale, select_by, title"),
+                            "metrics, note, printed_averages, rows, scale, seeds, select_by, "
+                            "title"),
     (_set(("rows", 0, "overlays"), {}), "table 'mine', row 'a': unknown key(s) 'overlays'; "
                                         "valid keys: configs, group, name, overlay, paper"),
     (_drop(("title",)), "table 'mine': missing key(s) 'title'"),

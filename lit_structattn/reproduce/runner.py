@@ -331,7 +331,8 @@ def _group_averages(table: Table, rows: dict[str, RowSummary]) -> list[str]:
                 bests = [rows[row.name].cells[key][2] for row in shown]
                 cell = f"{'—' if None in bests else f'{statistics.mean(bests):.1f}'} / {cell}"
             papers = [row.paper[key] for row in shown if key in row.paper]
-            printed = table.printed_averages.get(group, {}).get(key)
+            size, printed = table.printed_averages.get(group, (0, {}))
+            printed = printed.get(key) if len(members) == size else None  # the whole group
             if len(papers) == len(shown) and printed is not None:
                 cell += (f" (paper: printed {printed:.1f}, mean of its rows "
                          f"{statistics.mean(papers):.1f})")

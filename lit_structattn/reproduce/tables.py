@@ -82,8 +82,9 @@ class Table:
     select_by: str | None = None
     claim: Claim | None = None  # checked in the report's verdict
     # The averages the paper prints for a row group (which may differ from the mean of the
-    # paper's numbers for its rows): shown beside that mean, both labelled.
-    printed_averages: dict[str, dict[str, float]] = field(default_factory=dict)
+    # paper's numbers for its rows), with the group's number of rows: shown beside that mean,
+    # both labelled, when a report shows the whole group.
+    printed_averages: dict[str, tuple[int, dict[str, float]]] = field(default_factory=dict)
     seeds: int = 3  # the seeds 0 .. seeds-1 of the committed reports (reports/results)
 
 
@@ -254,11 +255,13 @@ def _check_rows(table: Table, where: str) -> None:
 def _table(name: str, spec, where: str, configs: Path) -> Table:
     """Table ``name`` of a table file, checked."""
     spec = _checked(spec, _TABLE_KEYS, where)
+    rows = tuple(_row(row, index, where, configs) for index, row
+                 in enumerate(_typed(spec["rows"], list, f"{where}, rows"), start=1))
+    printed = _printed_averages(spec.get("printed_averages", {}), f"{where}, printed_averages")
     table = Table(
         name=name,
         title=_typed(spec["title"], str, f"{where}, title"),
-        rows=tuple(_row(row, index, where, configs) for index, row
-                   in enumerate(_typed(spec["rows"], list, f"{where}, rows"), start=1)),
+        rows=rows,
         metrics=tuple(_metric(metric, f"{where}, metrics")
                       for metric in _typed(spec["metrics"], list, f"{where}, metrics")),
         budgets=_budgets(spec["budgets"], f"{where}, budgets"),
@@ -266,13 +269,13 @@ def _table(name: str, spec, where: str, configs: Path) -> Table:
         scale=_number(spec.get("scale", 100), f"{where}, scale"),
         select_by=spec.get("select_by"),
         claim=_claim(spec["claim"], f"{where}, claim") if "claim" in spec else None,
-        printed_averages=_printed_averages(spec.get("printed_averages", {}),
-                                           f"{where}, printed_averages"),
+        printed_averages={group: (sum(row.group == group for row in rows), values)
+                          for group, values in printed.items()},
         seeds=_typed(spec.get("seeds", 3), int, f"{where}, seeds"),
     )
     _check_rows(table, where)
     groups = {row.group for row in table.rows}
-    for group, values in table.printed_averages.items():
+    for group, (_, values) in table.printed_averages.items():
         if group not in groups:
             raise TableFileError(f"{where}, printed_averages: {group!r} is no row group; "
                                  f"groups: {', '.join(sorted(g for g in groups if g))}")
