@@ -154,6 +154,44 @@ def test_rows_of_an_earlier_report_are_shown_until_rerun_with_as_many_seeds(tmp_
         earlier_report(table, "demo", tmp_path)
 
 
+def test_reruns_that_differ_are_noted_and_a_superseded_report_shows_no_row(tmp_path):
+    """A row run again whose mean lies further from the earlier report's than the seed spread
+    gets a note with both numbers; once the file is ``superseded.json`` its rows are never
+    shown, even with more seeds than the runs, but the notes stay."""
+    from dataclasses import replace
+
+    from lit_structattn.reproduce.runner import earlier_report, render
+    from lit_structattn.reproduce.tables import TABLES
+
+    table = TABLES["babi_qa"]
+    first, second = table.rows[0], table.rows[3]
+    table = replace(table, rows=(first, second))
+    key, label = table.metrics[0]
+    folder = tmp_path / table.name / "cpu"
+    folder.mkdir(parents=True)
+    record = {"source": "the report of commit abc", "rows": {
+        first.name: {"seeds": 3, "wall_minutes": 3.0, "cells": {key: [70.0, 1.0, 72.0]}},
+        second.name: {"seeds": 3, "wall_minutes": 1.0, "cells": {key: [30.0, 10.0, 40.0]}}}}
+    (folder / "earlier.json").write_text(json.dumps(record))
+
+    def run(value, seed):
+        return {"metrics": {key: value}, "wall_seconds": 60.0, "seed": seed,
+                "validation": {table.select_by: value}}
+
+    runs = {first.name: [run(0.5, 0), run(0.52, 1)], second.name: [run(0.2, 0), run(0.4, 1)]}
+    shown = render(table, "cpu", range(2), runs, earlier=earlier_report(table, "cpu", tmp_path))
+    assert "| 3† |" in shown  # 3 earlier seeds beat 2 runs
+    assert "Re-runs that differ" not in shown  # the earlier rows are the ones shown
+    (folder / "earlier.json").rename(folder / "superseded.json")
+    superseded = earlier_report(table, "cpu", tmp_path)
+    assert superseded.superseded
+    text = render(table, "cpu", range(2), runs, earlier=superseded)
+    assert "†" not in text and "| 2 |" in text
+    assert (f"- {first.name}, {label}: 51.0 ± 1.4 over 2 seeds here, 70.0 ± 1.0 over 3 in the "
+            "earlier report: 19.0 apart, more than the seed spread (1.4)") in text
+    assert f"- {second.name}, {label}:" not in text  # 30 vs 30: within the spread
+
+
 def test_wall_time_is_marked_partial_only_for_a_resumption_without_a_recorded_clock():
     from lit_structattn.reproduce.runner import summarize
     from lit_structattn.reproduce.tables import TABLES
