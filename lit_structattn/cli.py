@@ -67,6 +67,9 @@ def main(args: list[str] | None = None) -> None:
     except FitInterrupted as interrupted:
         print(f"structattn: {interrupted}", file=sys.stderr)
         sys.exit(130)
+    except BrokenPipeError:  # the reader left (`structattn experiments | head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(141)
     except USER_ERRORS as error:
         if debug:
             raise

@@ -80,3 +80,20 @@ def test_data_is_found_beside_a_checkout_or_in_the_user_cache(tmp_path, monkeypa
     assert files.data_root() == tmp_path / "shared" / "data"
     monkeypatch.setenv("STRUCTATTN_DATA", str(tmp_path / "mine"))
     assert files.data_root() == tmp_path / "mine"
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path):
+    """``structattn experiments | head -1``: the listing stops quietly when the pipe closes."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    listing = subprocess.Popen(
+        [sys.executable, "-m", "lit_structattn.cli", "experiments"], cwd=tmp_path,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
+        env={**os.environ, "PYTHONPATH": str(root)})
+    listing.stdout.close()  # the reader leaves before the command writes
+    stderr = listing.stderr.read().decode()
+    assert listing.wait(timeout=120) == 141  # as a shell reports a command stopped by SIGPIPE
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
