@@ -5,10 +5,6 @@ batches; the codecs name a bad line."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -18,17 +14,16 @@ from datamodules.babi import BabiDataModule, StoryCodec
 from datamodules.nli import LABELS, NLIDataModule, PairCodec
 from datamodules.synthetic import NeedleCodec, NeedleDataModule
 from datamodules.vocabulary import Vocabulary
-from lit_structattn import cli
 from lit_structattn.common.codec import RawInputError, codec_record, restore_codec
 from lit_structattn.lightning_cli import build_cli
 from lit_structattn.parser_training import parser_path
 from lit_structattn.tasks import load_task
+from tests.raw_prediction import fresh_process, predict_raw, refused
 from tests.test_babi_cli import tiny as babi_args
 from tests.test_babi_data import STORY
 from tests.test_nli_cli import parser_record
 from tests.test_nli_cli import tiny as nli_args
-from tests.test_seq2seq_cli import ROOT, structattn
-from tests.test_transduction_raw import no_data_env
+from tests.test_seq2seq_cli import ROOT
 
 QUIET = ("--trainer.logger", "false", "--trainer.callbacks", "null",
          "--trainer.enable_checkpointing", "false", "--trainer.max_epochs", "1")
@@ -44,40 +39,11 @@ def fit_and_save(args: list[str], checkpoint: Path):
     return cli
 
 
-def fresh_process(tmp_path: Path, code: str) -> dict:
-    """What ``code`` prints last (JSON), run by a new Python in an empty folder without data."""
-    run = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=300, env=no_data_env(tmp_path))
-    assert run.returncode == 0, run.stderr[-3000:]
-    return json.loads(run.stdout.splitlines()[-1])
-
-
 def distributions(rows: list, shape: tuple[int, ...]) -> bool:
     """Whether ``rows`` has ``shape`` and sums to 1 over its last dimension."""
     values = torch.tensor(rows)
     return values.shape == shape and torch.allclose(values.sum(-1), torch.ones(shape[:-1]),
                                                     atol=1e-3)
-
-
-def predict_raw(checkpoint: Path, raw: Path, tmp_path: Path) -> list[dict]:
-    """The records ``structattn predict`` writes for the raw file ``raw``."""
-    output = tmp_path / "out" / "predictions.jsonl"
-    run = structattn("predict", "--ckpt_path", str(checkpoint), "--input", str(raw),
-                     "--output", str(output), cwd=tmp_path)
-    assert run.returncode == 0, run.stderr[-3000:]
-    return [json.loads(line) for line in output.read_text().splitlines()]
-
-
-def refused(checkpoint: Path, raw: Path, line: int, capsys) -> str:
-    """The error of ``structattn predict`` on a malformed ``raw`` (exit status 2, naming
-    ``raw:line``), run in this process (a subprocess costs the imports again)."""
-    with pytest.raises(SystemExit) as exited:
-        cli.main(["predict", "--ckpt_path", str(checkpoint), "--input", str(raw), "--output",
-                  "-"])
-    stderr = capsys.readouterr().err
-    assert exited.value.code == 2, stderr
-    assert f"structattn: error: {raw}:{line}: " in stderr
-    return stderr
 
 
 # ----------------------------------------------------------------------------- bAbI

@@ -5,11 +5,6 @@ exactly as the DataModule's batches are tagged; malformed lines are named by fil
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import textwrap
-
 import lightning as L
 import pytest
 import torch
@@ -20,8 +15,8 @@ from datamodules.word_qe import QECodec, WordQEDataModule
 from lit_structattn.common.codec import RawInputError, codec_record, restore_codec
 from lit_structattn.lightning_cli import build_cli
 from lit_structattn.tasks import TaggingTask, load_task
-from tests.test_tagging_cli import EASY, structattn
-from tests.test_transduction_raw import no_data_env
+from tests.raw_prediction import fresh_process, predict_raw, refused
+from tests.test_tagging_cli import EASY
 from tests.test_vectors import tiny_qe
 
 NER = [  # (word, IOB2 tag) sentences; every training sentence twice, so min_count 2 keeps them
@@ -78,18 +73,6 @@ def qe(tmp_path_factory):
     return fit(folder, "qe", "nef_crf_f_5", folder)
 
 
-def run_fresh(code: str, tmp_path) -> dict:
-    """Run ``code`` in a fresh Python in an empty folder without any data; its last line of
-    output, read as JSON."""
-    cwd = tmp_path / "elsewhere"
-    cwd.mkdir()
-    run = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=cwd,
-                         capture_output=True, text=True, timeout=300,
-                         env={**no_data_env(tmp_path), "OMP_NUM_THREADS": "1"})
-    assert run.returncode == 0, run.stderr[-3000:]
-    return json.loads(run.stdout.splitlines()[-1])
-
-
 def check_record(record: dict, words: list[str], tags: list[str], steps: int) -> None:
     """Words as given, one known tag each, ``steps`` attention rows of distributions over the
     words, and every word's CRF marginals a distribution over ``tags``."""
@@ -110,7 +93,7 @@ def check_record(record: dict, words: list[str], tags: list[str], steps: int) ->
 
 def test_fresh_process_tags_raw_sentences(ner, tmp_path):
     checkpoint, _ = ner
-    out = run_fresh(f"""
+    out = fresh_process(tmp_path, f"""
         import json
         from lit_structattn.tasks import TaggingTask, load_task
         task = load_task({str(checkpoint)!r})
@@ -119,7 +102,7 @@ def test_fresh_process_tags_raw_sentences(ner, tmp_path):
         assert same.tag([line.split() for line in {RAW!r}]) == records  # words as lists
         assert task.predict_text({RAW!r}) == records
         print(json.dumps({{"class": type(task).__name__, "records": records}}))
-    """, tmp_path)
+    """)
     assert out["class"] == "TaggingTask"
     for line, record in zip(RAW, out["records"], strict=True):
         check_record(record, line.split(), NER_TAGS, steps=5)
@@ -156,31 +139,15 @@ def test_raw_sentences_tag_as_the_datamodule_batches(ner, tmp_path):
                                   atol=1e-4)
 
 
-def structattn_exit_status(capsys, *args: str) -> tuple[int, str]:
-    """The exit status and stderr of ``structattn ARGS`` run in this process (a subprocess
-    costs the imports again)."""
-    from lit_structattn import cli
-
-    with pytest.raises(SystemExit) as exited:
-        cli.main(list(args))
-    return exited.value.code, capsys.readouterr().err
-
-
 def test_structattn_predict_tags_a_raw_file_and_names_a_bad_line(ner, tmp_path, capsys):
     checkpoint, _ = ner
     raw = tmp_path / "sentences.txt"
     raw.write_text("\n".join(RAW) + "\n\n")
-    output = tmp_path / "out" / "tags.jsonl"
-    run = structattn("predict", "--ckpt_path", str(checkpoint), "--input", str(raw),
-                     "--output", str(output), cwd=tmp_path)
-    assert run.returncode == 0, run.stderr[-3000:]
-    records = [json.loads(line) for line in output.read_text().splitlines()]
+    records = predict_raw(checkpoint, raw, tmp_path)
     assert [r["words"] for r in records] == [line.split() for line in RAW]
 
     raw.write_text(RAW[0] + "\n" + QE_RAW[0] + "\n")  # a QE line for an NER model
-    status, stderr = structattn_exit_status(capsys, "predict", "--ckpt_path", str(checkpoint),
-                                            "--input", str(raw), "--output", "-")
-    assert status == 2
+    stderr = refused(checkpoint, raw, 2, capsys)
     assert f"structattn: error: {raw}:2: a tab in the sentence" in stderr
 
 
@@ -226,7 +193,7 @@ def test_tagging_codec_round_trips_through_a_weights_only_checkpoint(tmp_path):
 
 def test_fresh_process_estimates_raw_qe_examples(qe, tmp_path):
     checkpoint, _ = qe
-    out = run_fresh(f"""
+    out = fresh_process(tmp_path, f"""
         import json
         from lit_structattn.tasks import load_task
         task = load_task({str(checkpoint)!r})
@@ -235,7 +202,7 @@ def test_fresh_process_estimates_raw_qe_examples(qe, tmp_path):
                          alignments=["0-0 1-1", [(0, 1), (1, 0), (1, 1)]])
         assert again == records
         print(json.dumps({{"class": type(task.text_codec).__name__, "records": records}}))
-    """, tmp_path)
+    """)
     assert out["class"] == "QECodec"
     for line, record in zip(QE_RAW, out["records"], strict=True):
         mt, source, _ = line.split("\t")
@@ -270,17 +237,12 @@ def test_structattn_predict_reads_qe_lines_and_names_a_bad_one(qe, tmp_path, cap
     checkpoint, _ = qe
     raw = tmp_path / "qe.tsv"
     raw.write_text("\n".join(QE_RAW) + "\n")
-    run = structattn("predict", "--ckpt_path", str(checkpoint), "--input", str(raw),
-                     "--output", "-", cwd=tmp_path)
-    assert run.returncode == 0, run.stderr[-3000:]
-    records = [json.loads(line) for line in run.stdout.splitlines()]
+    records = predict_raw(checkpoint, raw, tmp_path)
     assert [r["source"] for r in records] == [["a", "b"], ["c", "d"]]
     assert all(set(r["tags"]) <= {"OK", "BAD"} for r in records)
 
     raw.write_text(QE_RAW[0] + "\nthe cat\ta b\t0-0 0-5\nthe cat\n")
-    status, stderr = structattn_exit_status(capsys, "predict", "--ckpt_path", str(checkpoint),
-                                            "--input", str(raw), "--output", "-")
-    assert status == 2
+    stderr = refused(checkpoint, raw, 2, capsys)
     assert f"{raw}:2: alignment 0-5 out of range (2 source words, 2 MT words" in stderr
 
 

@@ -5,11 +5,6 @@ its predict step does on the DataModule's batches; the inflection codec reads
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import textwrap
-
 import pytest
 import torch
 
@@ -19,21 +14,15 @@ from datamodules.vocabulary import Vocabulary
 from lit_structattn.common.codec import RawInputError, codec_record, restore_codec
 from lit_structattn.common.constants import SEQUENCE_SPECIALS
 from lit_structattn.tasks import load_task
-from tests.test_seq2seq_cli import ROOT, structattn, trained  # noqa: F401 (the fixture)
+from tests.raw_prediction import fresh_process, predict_raw, refused
+from tests.test_seq2seq_cli import trained  # noqa: F401 (the fixture)
 
 FORMULAS = ["( + 1 2 )", "( * 3 ( + 4 5 ) 6 )"]
 
 
-def no_data_env(tmp_path) -> dict:
-    empty = tmp_path / "no_data"
-    empty.mkdir(exist_ok=True)
-    return {"PYTHONPATH": str(ROOT), "STRUCTATTN_DATA": str(empty),
-            "STRUCTATTN_CACHE": str(empty), "PATH": "/usr/bin:/bin"}
-
-
 def test_fresh_process_transduces_raw_formulas(trained, tmp_path):  # noqa: F811
     last = next(trained.rglob("last.ckpt"))
-    code = textwrap.dedent(f"""
+    out = fresh_process(tmp_path, f"""
         import json
         from lit_structattn.tasks import TransductionTask, load_task
         task = load_task({str(last)!r})
@@ -42,10 +31,6 @@ def test_fresh_process_transduces_raw_formulas(trained, tmp_path):  # noqa: F811
         assert same.transduce({FORMULAS!r}) == records
         print(json.dumps({{"class": type(task).__name__, "records": records}}))
     """)
-    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=300, env=no_data_env(tmp_path))
-    assert run.returncode == 0, run.stderr[-3000:]
-    out = json.loads(run.stdout.splitlines()[-1])
     assert out["class"] == "TransductionTask"
     for formula, record in zip(FORMULAS, out["records"], strict=True):
         assert record["input"] == formula
@@ -69,21 +54,16 @@ def test_raw_formulas_predict_as_the_datamodule_batches(trained):  # noqa: F811
     assert task.predict_text(lines, batch_size=7) == expected
 
 
-def test_structattn_predict_writes_jsonl_and_names_a_bad_line(trained, tmp_path):  # noqa: F811
+def test_structattn_predict_writes_jsonl_and_names_a_bad_line(trained, tmp_path,  # noqa: F811
+                                                              capsys):
     last = next(trained.rglob("last.ckpt"))
     raw = tmp_path / "formulas.txt"
     raw.write_text("\n".join(FORMULAS) + "\n\n")
-    output = tmp_path / "out" / "predictions.jsonl"
-    run = structattn("predict", "--ckpt_path", str(last), "--input", str(raw),
-                     "--output", str(output), cwd=tmp_path)
-    assert run.returncode == 0, run.stderr[-3000:]
-    records = [json.loads(line) for line in output.read_text().splitlines()]
+    records = predict_raw(last, raw, tmp_path)
     assert [r["input"] for r in records] == FORMULAS
 
     raw.write_text("( + 1 2 )\n( + 1 7\n")
-    bad = structattn("predict", "--ckpt_path", str(last), "--input", str(raw), cwd=tmp_path)
-    assert bad.returncode == 2
-    assert f"{raw}:2: unbalanced '('" in bad.stderr
+    assert f"{raw}:2: unbalanced '('" in refused(last, raw, 2, capsys)
 
 
 def test_formula_codec_refuses_malformed_formulas_and_round_trips():

@@ -6,8 +6,6 @@ sources and word targets as the DataModule does."""
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 import textwrap
 
@@ -17,8 +15,7 @@ import torch
 from datamodules.translation import TranslationCodec, TranslationDataModule, collate_pairs
 from lit_structattn.common.codec import CODEC_KEY, RawInputError, codec_record, restore_codec
 from lit_structattn.tasks import load_task
-from tests.test_seq2seq_cli import structattn
-from tests.test_transduction_raw import no_data_env
+from tests.raw_prediction import fresh_process, predict_raw, refused
 from tests.test_translation_task import cli_for, corpus, tiny  # noqa: F401 (the fixture)
 
 SENTENCES = ["Der Hund spielt im Park.", "Die Katze schläft und isst im Garten!"]
@@ -66,10 +63,7 @@ def test_fresh_process_translates_raw_sentences(runs, corpus, tmp_path):  # noqa
         out["same"] = same.translate({SENTENCES!r}, batch_size=1)
         print(json.dumps(out))
     """)
-    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=300, env=no_data_env(tmp_path))
-    assert run.returncode == 0, run.stderr[-3000:]
-    out = json.loads(run.stdout.splitlines()[-1])
+    out = fresh_process(tmp_path, code)
     assert out["same"] == out["softmax"]["records"]
     for row, (_, last) in runs.items():
         assert str(corpus) not in str(torch.load(last, weights_only=True)[CODEC_KEY])
@@ -113,22 +107,16 @@ def test_raw_sentences_translate_as_the_datamodule_batches(runs, row):
         torch.testing.assert_close(raw["fertility"], batch["fertility"], atol=1e-5, rtol=0)
 
 
-def test_structattn_predict_writes_jsonl_and_names_a_bad_line(runs, tmp_path):
+def test_structattn_predict_writes_jsonl_and_names_a_bad_line(runs, tmp_path, capsys):
     _, last = runs["csparsemax_predicted"]
     raw = tmp_path / "sentences.de"
     raw.write_text("\n".join(SENTENCES) + "\n\n")
-    output = tmp_path / "out" / "predictions.jsonl"
-    run = structattn("predict", "--ckpt_path", str(last), "--input", str(raw),
-                     "--output", str(output), cwd=tmp_path)
-    assert run.returncode == 0, run.stderr[-3000:]
-    records = [json.loads(line) for line in output.read_text().splitlines()]
+    records = predict_raw(last, raw, tmp_path)
     assert [r["source"] for r in records] == SENTENCES
     assert all(r["target_pieces"] and r["translation"] for r in records)
 
     raw.write_text("Der Hund läuft.\n\x01\x02\n")
-    bad = structattn("predict", "--ckpt_path", str(last), "--input", str(raw), cwd=tmp_path)
-    assert bad.returncode == 2
-    assert f"{raw}:2: nothing to translate" in bad.stderr
+    assert f"{raw}:2: nothing to translate" in refused(last, raw, 2, capsys)
 
 
 def test_a_checkpoint_without_sentencepiece_names_the_extra(runs, monkeypatch):
