@@ -18,10 +18,8 @@ import torch
 import torch.nn.functional as F
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 
-from datamodules.vocabulary import content_ids
-
 from ..common.checks import check_choice
-from ..common.constants import EOS, PAD_ID
+from ..common.constants import EOS
 from ..common.rounding import rounded
 from ..figures import AttentionMap
 from ..metrics import ExactMatch, LengthToFailure
@@ -136,12 +134,7 @@ class TransductionTask(Task):
         a structured attention) and, with a syntactic encoder, ``parents [S, S + 1]`` (every
         source word's marginal distribution over its heads, the root ``$`` first)."""
         src, lengths = batch["src"], batch["src_lengths"]
-        with self.model.joint_positions(self.hparams.test_joint_k):
-            prediction, attention = self.model.greedy(src, lengths, self.hparams.max_decode_len)
-        syntactic = self.model.encoder.syntactic
-        parents = None
-        if syntactic is not None:
-            parents = syntactic(self.model.encoder.embed(src), lengths).marginals
+        prediction, attention, parents = self._greedy_and_parents(src, lengths)
         decode = self.text_codec.decode
         records = []
         for b, length in enumerate(lengths.tolist()):
@@ -158,18 +151,18 @@ class TransductionTask(Task):
         """:meth:`records` of a batch of the DataModule's predict split."""
         return self.records(batch)
 
-    def _vocab_decode(self, vocab=None):
-        """Ids -> symbols up to ``<eos>`` with ``vocab`` (default: the data's vocabulary), or
-        the ids as strings when there is none."""
-        if vocab is None:
-            vocab = getattr(getattr(self.trainer, "datamodule", None), "vocab", None)
-        if vocab is not None:
-            return vocab.decode
-
-        def as_strings(ids: torch.Tensor) -> list[str]:
-            return [str(i) for i in content_ids(ids, self.model.eos_id, (PAD_ID,))]
-
-        return as_strings
+    def _greedy_and_parents(self, src: torch.Tensor, lengths: torch.Tensor
+                            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """Greedy decoding of ``src [B, S]`` (``lengths [B]``): ``prediction [B, T']``,
+        ``attention [B, T', S]`` and, with a syntactic encoder, the soft-parent marginals
+        ``[B, S + 1, S + 1]`` (head x word, the root first; None without)."""
+        with self.model.joint_positions(self.hparams.test_joint_k):
+            prediction, attention = self.model.greedy(src, lengths, self.hparams.max_decode_len)
+        syntactic = self.model.encoder.syntactic
+        parents = None
+        if syntactic is not None:
+            parents = syntactic(self.model.encoder.embed(src), lengths).marginals
+        return prediction, attention, parents
 
     @torch.no_grad()
     def attention_figures(self, batch: dict[str, torch.Tensor], vocab, limit: int) -> list:
@@ -178,15 +171,11 @@ class TransductionTask(Task):
         greedy decoding, and with syntactic attention the source self-attention (each row a
         word's distribution over parents, ``$`` = root) and the Eisner parse."""
         src, lengths = batch["src"][:limit], batch["src_lengths"][:limit]
-        with self.model.joint_positions(self.hparams.test_joint_k):
-            prediction, attention = self.model.greedy(src, lengths, self.hparams.max_decode_len)
-        decode = self._vocab_decode(vocab)
-        syntactic = self.model.encoder.syntactic
+        prediction, attention, marginals = self._greedy_and_parents(src, lengths)
+        decode = (vocab if vocab is not None else self.text_codec).decode
         heads = None
-        if syntactic is not None:
-            embedded = self.model.encoder.embed(src)
-            marginals = syntactic(embedded, lengths).marginals
-            heads = syntactic.parse(embedded, lengths)
+        if marginals is not None:
+            heads = self.model.encoder.syntactic.parse(self.model.encoder.embed(src), lengths)
         figures = []
         for b in range(len(src)):
             source = decode(src[b, : lengths[b]])
