@@ -37,7 +37,7 @@ from typing import Any
 import torch
 
 from lit_structattn.common.checks import check_choice
-from lit_structattn.common.codec import RawInputError, TextCodec
+from lit_structattn.common.codec import TextCodec
 
 from .batching import EncodedItems, pad_rows
 from .files import MalformedLine, data_root, open_text, require_files, require_records
@@ -225,18 +225,11 @@ class PairCodec(TextCodec):
     def from_state(cls, state: dict) -> PairCodec:
         return cls(Vocabulary.from_state(state["vocab"]), state["labels"], state["lowercase"])
 
-    def parse(self, lines: Iterable[str], source: str = "<input>") -> list[NLIPair]:
-        pairs = []
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            fields = line.rstrip("\r\n").split("\t")
-            words = [tokenize(field, self.lowercase) for field in fields]
-            if len(words) != 2 or not all(words):
-                raise RawInputError(source, number, "expected premise<TAB>hypothesis, both "
-                                    "with words")
-            pairs.append(NLIPair(*words))
-        return pairs
+    def read(self, line: str) -> NLIPair:
+        words = [tokenize(field, self.lowercase) for field in line.split("\t")]
+        if len(words) != 2 or not all(words):
+            raise ValueError("expected premise<TAB>hypothesis, both with words")
+        return NLIPair(*words)
 
     def batch(self, examples: Sequence[NLIPair]) -> dict[str, torch.Tensor]:
         """The :func:`collate_pairs` batch of ``examples`` (``index`` their position)."""

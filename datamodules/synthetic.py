@@ -9,12 +9,12 @@ a line) with :class:`NeedleCodec`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from lit_structattn.common.codec import RawInputError, TextCodec
+from lit_structattn.common.codec import TextCodec
 
 from .batching import bucketed_loader, pad_rows
 from .splits import SplitDataModule
@@ -63,18 +63,12 @@ class NeedleCodec(TextCodec):
     def from_state(cls, state: dict) -> NeedleCodec:
         return cls(state["vocab_size"])
 
-    def parse(self, lines: Iterable[str], source: str = "<input>") -> list[list[int]]:
-        sequences = []
-        for number, line in enumerate(lines, start=1):
-            tokens = line.split()
-            if not tokens:
-                continue
-            outside = [t for t in tokens if not (t.isdecimal() and 0 < int(t) < self.vocab_size)]
-            if outside:
-                raise RawInputError(source, number, "token ids outside 1.."
-                                    f"{self.vocab_size - 1}: {' '.join(outside)}")
-            sequences.append([int(t) for t in tokens])
-        return sequences
+    def read(self, line: str) -> list[int]:
+        tokens = line.split()
+        outside = [t for t in tokens if not (t.isdecimal() and 0 < int(t) < self.vocab_size)]
+        if outside:
+            raise ValueError(f"token ids outside 1..{self.vocab_size - 1}: {' '.join(outside)}")
+        return [int(t) for t in tokens]
 
     def batch(self, examples: Sequence[Sequence[int]]) -> dict[str, torch.Tensor]:
         lengths = [len(tokens) for tokens in examples]

@@ -33,8 +33,7 @@ separated by spaces; its batch is the same layout with the padding tag 0 as ever
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -42,7 +41,7 @@ from typing import Any, NamedTuple
 import torch
 from torch.utils.data import Dataset
 
-from lit_structattn.common.codec import RawInputError, TextCodec
+from lit_structattn.common.codec import TextCodec
 from lit_structattn.common.constants import PAD, PAD_ID
 
 from .batching import pad_rows
@@ -249,16 +248,6 @@ def untagged(words: tuple[str, ...], source: tuple[str, ...] | None = None,
     return TaggedSentence(words, (PAD,) * len(words), source, alignment)
 
 
-@contextmanager
-def raw_input_at(source: str, number: int) -> Iterator[None]:
-    """Turns a ``ValueError`` raised inside into a :class:`RawInputError` naming
-    ``source:number``."""
-    try:
-        yield
-    except ValueError as error:
-        raise RawInputError(source, number, str(error)) from None
-
-
 class TaggingCodec(TextCodec):
     """Raw sentences for a trained tagger (:class:`~lit_structattn.common.codec.TextCodec`):
     the data's word, affix and tag vocabularies, read with the DataModule's word features
@@ -307,14 +296,8 @@ class TaggingCodec(TextCodec):
                              "(MT<TAB>source<TAB>alignment is the word-level QE format)")
         return (line,)
 
-    def parse(self, lines: Iterable[str], source: str = "<input>") -> list[TaggedSentence]:
-        examples = []
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            with raw_input_at(source, number):
-                examples.append(self.example(*self.fields(line.rstrip("\n"))))
-        return examples
+    def read(self, line: str) -> TaggedSentence:
+        return self.example(*self.fields(line))
 
     def batch(self, examples: Sequence[TaggedSentence]) -> dict[str, torch.Tensor]:
         """The :func:`collate_tagged` batch of ``examples`` (``tags [B, T]`` all padding,

@@ -39,7 +39,7 @@ PREDICTED fertility predictor, which the task runs).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -47,7 +47,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from lit_structattn.common.checks import check_choice
-from lit_structattn.common.codec import RawInputError, TextCodec
+from lit_structattn.common.codec import TextCodec
 from lit_structattn.common.constants import BOS_ID, EOS_ID
 from lit_structattn.common.optional import optional_import
 
@@ -194,24 +194,19 @@ class TranslationCodec(TextCodec):
         return cls(subwords, state["source_units"], state["sink"], state["fertility_strategy"],
                    state["fertility_table"], state["predictor"])
 
-    def parse(self, lines: Iterable[str], source: str = "<input>") -> list[SourceSentence]:
-        """The non-blank lines as :class:`SourceSentence`; :class:`RawInputError` for a line
-        that tokenizes to nothing (control characters only)."""
-        sentences = []
-        for number, line in enumerate(lines, start=1):
-            text = line.strip()
-            if not text:
-                continue
-            ids = self.subwords.encode_source(text, self.source_units)
-            if not ids:
-                raise RawInputError(source, number, "nothing to translate: the line has no "
-                                    "word once tokenized (control characters only?)")
-            fertility = None
-            if self.fertility_strategy == "guided":
-                fertility = lookup_fertilities([self.subwords.pieces(ids)],
-                                               self.fertility_table)[0] + [1.0] * self.sink
-            sentences.append(SourceSentence(text, ids + [SINK_ID] * self.sink, fertility))
-        return sentences
+    def read(self, line: str) -> SourceSentence:
+        """A non-blank line as a :class:`SourceSentence`; ``ValueError`` for a line that
+        tokenizes to nothing (control characters only)."""
+        text = line.strip()
+        ids = self.subwords.encode_source(text, self.source_units)
+        if not ids:
+            raise ValueError("nothing to translate: the line has no word once tokenized "
+                             "(control characters only?)")
+        fertility = None
+        if self.fertility_strategy == "guided":
+            fertility = lookup_fertilities([self.subwords.pieces(ids)],
+                                           self.fertility_table)[0] + [1.0] * self.sink
+        return SourceSentence(text, ids + [SINK_ID] * self.sink, fertility)
 
     def batch(self, examples: Sequence[SourceSentence]) -> dict[str, torch.Tensor]:
         """The :func:`collate_pairs` batch of ``examples`` (see the class docstring)."""

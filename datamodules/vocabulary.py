@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
-from lit_structattn.common.codec import RawInputError, TextCodec
+from lit_structattn.common.codec import TextCodec
 from lit_structattn.common.constants import BOS, EOS, PAD, UNK, WORD_SPECIALS
 
 
@@ -151,21 +151,14 @@ class SymbolSourceCodec(TextCodec):
         """The source symbols of one raw line (``ValueError`` with the reason if malformed)."""
         raise NotImplementedError
 
-    def parse(self, lines: Iterable[str], source: str = "<input>") -> list[list[str]]:
-        examples = []
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                symbols = self.symbols(line.rstrip("\n"))
-            except ValueError as error:
-                raise RawInputError(source, number, str(error)) from None
-            unknown = sorted({s for s in symbols if s not in self.vocab})
-            if unknown and self.vocab.unk_id is None:
-                raise RawInputError(source, number, f"symbols outside the model's vocabulary: "
-                                    f"{' '.join(unknown)}")
-            examples.append(symbols)
-        return examples
+    def read(self, line: str) -> list[str]:
+        """The source symbols of ``line`` (:meth:`symbols`); ``ValueError`` naming the symbols
+        outside a vocabulary without ``<unk>``."""
+        symbols = self.symbols(line)
+        unknown = sorted({s for s in symbols if s not in self.vocab})
+        if unknown and self.vocab.unk_id is None:
+            raise ValueError(f"symbols outside the model's vocabulary: {' '.join(unknown)}")
+        return symbols
 
     def batch(self, examples: Sequence[Sequence[str]]) -> dict[str, torch.Tensor]:
         """``src [B, S]`` (0-padded ids), ``src_lengths [B]``, ``index [B]``."""

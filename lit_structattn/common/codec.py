@@ -11,7 +11,8 @@ so ``load_from_checkpoint`` in a fresh process rebuilds it without the training 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -29,6 +30,16 @@ class RawInputError(ValueError):
         self.source, self.line, self.reason = source, line, reason
 
 
+@contextmanager
+def raw_input_at(source: str, number: int) -> Iterator[None]:
+    """Turns a ``ValueError`` raised inside into a :class:`RawInputError` naming
+    ``source:number``."""
+    try:
+        yield
+    except ValueError as error:
+        raise RawInputError(source, number, str(error)) from None
+
+
 class TextCodec:
     """Reads a family's raw inputs into batches, and back into text.
 
@@ -36,8 +47,10 @@ class TextCodec:
 
     - :meth:`state` / :meth:`from_state`: the codec as plain values (lists of strings,
       numbers, tensors) and back;
-    - :meth:`parse`: the lines of a raw file in the family's natural format -> examples (any
-      picklable objects), with :class:`RawInputError` naming the line of a bad one;
+    - :meth:`read`: one line of a raw file in the family's natural format -> one example (any
+      picklable object), ``ValueError`` with the reason for a bad one; :meth:`parse` reads a
+      file's lines with it (a family whose examples span lines, bAbI's stories, overrides
+      :meth:`parse` instead);
     - :meth:`batch`: a list of examples -> the batch dict the family's task reads (tensors,
       the same layout as the DataModule's batches, ``index [B]`` the example's position).
     """
@@ -52,8 +65,20 @@ class TextCodec:
     def from_state(cls, state: dict[str, Any]) -> TextCodec:
         raise NotImplementedError
 
-    def parse(self, lines: Iterable[str], source: str = "<input>") -> list:
+    def read(self, line: str) -> Any:
+        """The example of one non-blank raw line (without its line break); ``ValueError``
+        with the reason when it is malformed."""
         raise NotImplementedError
+
+    def parse(self, lines: Iterable[str], source: str = "<input>") -> list:
+        """The examples of the non-blank ``lines`` (:meth:`read`); a malformed line raises
+        :class:`RawInputError` naming ``source`` and its number."""
+        examples = []
+        for number, line in enumerate(lines, start=1):
+            if line.strip():
+                with raw_input_at(source, number):
+                    examples.append(self.read(line.rstrip("\r\n")))
+        return examples
 
     def batch(self, examples: Sequence) -> dict[str, torch.Tensor]:
         raise NotImplementedError

@@ -20,9 +20,10 @@ import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from lightning.pytorch.plugins.precision import MixedPrecision
 
-from datamodules.tagging import TaggedSentence, raw_input_at
+from datamodules.tagging import TaggedSentence
 
 from ..common.checks import check_choice
+from ..common.codec import raw_input_at
 from ..common.rounding import rounded
 from ..figures import Raindrop
 from ..metrics import EntityF1, F1Mult, FirstFocusShare, TokenAccuracy
