@@ -60,6 +60,8 @@ class InflectionCodec(SymbolSourceCodec):
     format = "one lemma,feature_bundle per line: Haus,case=genitive:number=singular"
 
     def symbols(self, line: str) -> list[str]:
+        """The bundle's symbols, then the lemma's characters (:func:`source_symbols`);
+        ``ValueError`` unless the line is ``lemma,feature_bundle``, both non-empty."""
         fields = line.split(",")
         if len(fields) != 2 or not all(f.strip() for f in fields):
             raise ValueError("expected lemma,feature_bundle")

@@ -226,6 +226,8 @@ class PairCodec(TextCodec):
         return cls(Vocabulary.from_state(state["vocab"]), state["labels"], state["lowercase"])
 
     def read(self, line: str) -> NLIPair:
+        """The unlabeled pair of a ``premise<TAB>hypothesis`` line; ``ValueError`` unless it
+        has exactly these two fields, each with words."""
         words = [tokenize(field, self.lowercase) for field in line.split("\t")]
         if len(words) != 2 or not all(words):
             raise ValueError("expected premise<TAB>hypothesis, both with words")

@@ -64,6 +64,8 @@ class NeedleCodec(TextCodec):
         return cls(state["vocab_size"])
 
     def read(self, line: str) -> list[int]:
+        """The token ids of a line; ``ValueError`` naming the tokens that are not ids in
+        ``1 .. vocab_size - 1``."""
         tokens = line.split()
         outside = [t for t in tokens if not (t.isdecimal() and 0 < int(t) < self.vocab_size)]
         if outside:
@@ -71,6 +73,7 @@ class NeedleCodec(TextCodec):
         return [int(t) for t in tokens]
 
     def batch(self, examples: Sequence[Sequence[int]]) -> dict[str, torch.Tensor]:
+        """``tokens [B, T]`` (0-padded), ``lengths [B]``, ``labels [B]`` (-1) and ``index [B]``."""
         lengths = [len(tokens) for tokens in examples]
         return {"tokens": torch.tensor(pad_rows(examples, max(lengths))),
                 "lengths": torch.tensor(lengths), "labels": torch.full((len(examples),), -1),

@@ -297,6 +297,8 @@ class TaggingCodec(TextCodec):
         return (line,)
 
     def read(self, line: str) -> TaggedSentence:
+        """The untagged sentence of one raw line (:meth:`fields`, :meth:`example`);
+        ``ValueError`` when they refuse it."""
         return self.example(*self.fields(line))
 
     def batch(self, examples: Sequence[TaggedSentence]) -> dict[str, torch.Tensor]:

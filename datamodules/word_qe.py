@@ -151,6 +151,8 @@ class QECodec(TaggingCodec):
         return untagged(mt, source, checked_alignment(alignment, len(source), len(mt)))
 
     def fields(self, line: str) -> tuple[str, ...]:
+        """The MT sentence, source sentence and alignment of a line; ``ValueError`` unless it
+        has exactly three tab-separated fields."""
         fields = line.split("\t")
         if len(fields) != 3:
             raise ValueError(f"expected MT sentence<TAB>source sentence<TAB>alignment, found "

@@ -60,6 +60,9 @@ def predict_file(checkpoint: str | Path, lines: list[str], output, source: str =
 
 
 def main(argv: list[str] | None = None) -> None:
+    """``structattn predict --input ...`` (see the module docstring); ``FileNotFoundError``
+    for a missing checkpoint or input file, :class:`~.common.codec.RawInputError` for a
+    malformed line."""
     parser = argparse.ArgumentParser(
         prog="structattn predict", description=__doc__.split("\n\n")[0],
         epilog="formats of --input:\n" + _formats(),

@@ -59,10 +59,12 @@ class TextCodec:
     format: str = ""
 
     def state(self) -> dict[str, Any]:
+        """The codec as plain values: strings, numbers, lists and dicts of them, tensors."""
         raise NotImplementedError
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> TextCodec:
+        """The codec of a :meth:`state`."""
         raise NotImplementedError
 
     def read(self, line: str) -> Any:
@@ -81,6 +83,8 @@ class TextCodec:
         return examples
 
     def batch(self, examples: Sequence) -> dict[str, torch.Tensor]:
+        """The batch of ``examples`` (``B`` of them), in the DataModule's layout, with
+        ``index [B]`` their positions in ``examples``."""
         raise NotImplementedError
 
 
