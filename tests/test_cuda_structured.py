@@ -1,12 +1,13 @@
-"""The CRFs on a GPU give what they give on the CPU (marginals, gradients, argmax); skipped
-where torch sees no GPU (the ``cuda`` mark, tests/conftest.py)."""
+"""The CRFs on a GPU give what they give on the CPU (marginals, gradients, argmax); the chain
+CRF there runs its Triton kernels against numba's on the CPU. Skipped where torch sees no GPU (the
+``cuda`` mark, tests/conftest.py)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from lit_structattn.structured import DependencyCRF, LinearChainCRF
+from lit_structattn.structured import DependencyCRF, LinearChainCRF, _chain_kernel, _chain_triton
 
 
 def _both(make, *tensors):
@@ -52,3 +53,10 @@ def test_dependency_crf_on_cuda_matches_cpu(dtype):
     heads_cpu = DependencyCRF(arcs, lengths=lengths).argmax
     heads_gpu = DependencyCRF(arcs.cuda(), lengths=lengths.cuda()).argmax
     assert torch.equal(heads_gpu.cpu(), heads_cpu)
+
+
+@pytest.mark.cuda
+def test_the_chain_crf_runs_its_triton_kernels_on_cuda():
+    scores = torch.zeros(1, 2, 2, device="cuda")
+    expected = _chain_triton if _chain_triton.installed() else None
+    assert _chain_kernel.backend_for(scores) is expected

@@ -1,8 +1,9 @@
 """LinearChainCRF against brute-force enumeration of all label sequences, its gradients, masking,
 input validation, and precision: float32 at score scales 1 to 1e4, ``-inf`` scores, half
 precision, mixed dtypes and autocast against float64 references. Every test runs through the
-three algorithms: the compiled forward-backward (numba), and with it switched off the log-depth
-tree of matrix products and the time loop (forced with ``_SCAN_MAX_WORK``)."""
+four algorithms: the compiled forward-backward of the CPU (numba) and of CUDA (Triton: its
+interpreter on the CPU, see tests/conftest.py), and with them switched off the log-depth tree of
+matrix products and the time loop (forced with ``_SCAN_MAX_WORK``)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import math
 import pytest
 import torch
 
-from lit_structattn.structured import _chain_kernel, linear_chain
+from lit_structattn.structured import _chain_kernel, _chain_numba, _chain_triton, linear_chain
 from lit_structattn.structured.linear_chain import LinearChainCRF
 
 SHAPES = ["shared", "batch", "position"]
@@ -20,14 +21,19 @@ SCALES = [1.0, 10.0, 100.0, 1e3, 1e4]
 EPS32 = torch.finfo(torch.float32).eps
 
 
-@pytest.fixture(params=["compiled", "tree", "loop"], autouse=True)
+COMPILED = {"compiled": _chain_numba, "triton": _chain_triton}
+
+
+@pytest.fixture(params=["compiled", "triton", "tree", "loop"], autouse=True)
 def algorithm(request, monkeypatch):
-    """Force the compiled kernel, the log-depth tree or the time loop for the whole test."""
-    if request.param == "compiled":
-        if not _chain_kernel.available():
-            pytest.skip("numba is not installed")
-    else:
-        monkeypatch.setattr(_chain_kernel, "usable", lambda scores: False)
+    """Force the numba or the Triton kernel, the log-depth tree or the time loop for the whole
+    test."""
+    backend = COMPILED.get(request.param)
+    if request.param == "compiled" and not _chain_numba.available():
+        pytest.skip("numba is not installed")
+    if request.param == "triton" and not _chain_triton.installed():
+        pytest.skip("triton is not installed")
+    monkeypatch.setattr(_chain_kernel, "backend_for", lambda scores: backend)
     monkeypatch.setattr(linear_chain, "_SCAN_MAX_WORK", 10**9 if request.param == "tree" else 0)
     return request.param
 
@@ -160,7 +166,10 @@ def test_masking_invariance():
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-def test_gradcheck(shape):
+def test_gradcheck(shape, algorithm):
+    """In float64; Triton's interpreter is slow, so its kernels are checked in gradcheck's fast
+    mode (the Jacobian's projections on random vectors, against finite differences)."""
+    fast = algorithm == "triton"
     unary, transition = make_inputs(2, 4, 3, shape, seed=7)
     lengths = torch.tensor([4, 2])
 
@@ -172,9 +181,9 @@ def test_gradcheck(shape):
         return crf.marginals, crf.edge_marginals
 
     inputs = (unary.requires_grad_(), transition.requires_grad_())
-    assert torch.autograd.gradcheck(log_partition, inputs)
-    assert torch.autograd.gradgradcheck(log_partition, inputs)
-    assert torch.autograd.gradcheck(marginals, inputs)
+    assert torch.autograd.gradcheck(log_partition, inputs, fast_mode=fast)
+    assert torch.autograd.gradgradcheck(log_partition, inputs, fast_mode=fast)
+    assert torch.autograd.gradcheck(marginals, inputs, fast_mode=fast)
 
 
 def test_marginals_are_the_gradient_of_log_partition():
@@ -277,7 +286,7 @@ def test_gradients_agree_across_algorithms_for_any_cotangent_layout(algorithm):
     for index in range(3):
         u, t = unary.clone().requires_grad_(), transition.clone().requires_grad_()
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(_chain_kernel, "usable", lambda scores: False)
+            patch.setattr(_chain_kernel, "backend_for", lambda scores: None)
             expected.append(torch.autograd.grad(losses(LinearChainCRF(u, t, lengths))[index],
                                                 (u, t)))
     for index in range(3):
@@ -325,12 +334,12 @@ def gapped_inputs(batch, steps, labels, scale, seed):
 
 def float32_tolerance(algorithm, scale, steps):
     """Absolute tolerance of probabilities (and entropies, gradients) computed in float32 against
-    float64 ones. The compiled kernel works in float64 and rounds only its outputs. The torch
+    float64 ones. The compiled kernels work in float64 and round only their outputs. The torch
     algorithms add scores in float32: each addition of scores of size ``scale`` rounds by
     ``eps * scale``, which moves the log-probabilities by up to ``eps * scale * steps`` -- no
     float32 algorithm that adds the scores does better (the scores' own float32 spacing is
     ``eps * scale``)."""
-    return 1e-6 if algorithm == "compiled" else 1e-6 + EPS32 * scale * steps
+    return 1e-6 if algorithm in COMPILED else 1e-6 + EPS32 * scale * steps
 
 
 def with_gradients(unary, transition, lengths, results_of, weights_dtype=torch.float64):

@@ -10,7 +10,13 @@ import torch
 from lit_structattn.layers.chain_over_facts import ChainAttention
 from lit_structattn.layers.segmentation import SegmentationAttention
 from lit_structattn.layers.syntactic import SyntacticAttention
-from lit_structattn.structured import DependencyCRF, LinearChainCRF, _chain_kernel
+from lit_structattn.structured import (
+    DependencyCRF,
+    LinearChainCRF,
+    _chain_kernel,
+    _chain_numba,
+    _chain_triton,
+)
 
 
 def brute_force_selection_marginals(unary1: torch.Tensor, pairwise: torch.Tensor) -> torch.Tensor:
@@ -159,7 +165,7 @@ def test_half_precision_crfs_are_computed_in_float32():
                                rtol=eps)
 
 
-@pytest.mark.skipif(not _chain_kernel.available(), reason="numba not installed")
+@pytest.mark.skipif(not _chain_numba.available(), reason="numba not installed")
 def test_compiled_kernels_keep_the_callers_thread_count():
     """numba's OpenMP layer raises torch's thread count to all cores when it starts, and small
     calls run the kernels on one thread; torch's own count is restored either way (a fresh
@@ -185,3 +191,14 @@ def test_compiled_kernels_keep_the_callers_thread_count():
         "assert torch.get_num_threads() == 2, torch.get_num_threads()\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=600)
+
+
+def test_each_device_gets_its_chain_kernel(monkeypatch):
+    """numba serves CPU scores, Triton CUDA ones (tests/test_cuda_structured.py), nothing else
+    (the torch implementation runs), and ``STRUCTATTN_COMPILED=0`` switches both off."""
+    cpu = torch.zeros(1, 2, 2)
+    assert _chain_kernel.backend_for(cpu) is (_chain_numba if _chain_numba.available() else None)
+    assert _chain_kernel.backend_for(torch.zeros(1, 2, 2, device="meta")) is None
+    assert not _chain_triton.usable(cpu)
+    monkeypatch.setenv("STRUCTATTN_COMPILED", "0")
+    assert _chain_kernel.backend_for(cpu) is None

@@ -1,8 +1,8 @@
-"""Switch and thread control for the compiled CPU kernels (numba) of the attention transforms
-and the CRFs.
+"""Switch and thread control for the compiled kernels of the attention transforms and the CRFs
+(numba on the CPU; the chain CRF also has Triton kernels for CUDA).
 
-The kernels run on CPU when numba is installed, unless the environment sets
-``STRUCTATTN_COMPILED=0``; elsewhere (other devices, dtypes, or switched off) the torch
+The kernels run on CPU when numba is installed (on CUDA when Triton is), unless the environment
+sets ``STRUCTATTN_COMPILED=0``; elsewhere (other devices, dtypes, or switched off) the torch
 implementations run, with the same results.
 """
 
@@ -16,11 +16,16 @@ from collections.abc import Iterator
 import torch
 
 
+def enabled() -> bool:
+    """Whether the compiled kernels (numba on the CPU, Triton on CUDA) are on: unless the
+    environment sets ``STRUCTATTN_COMPILED=0``."""
+    return os.environ.get("STRUCTATTN_COMPILED", "1") != "0"
+
+
 def available() -> bool:
     """Whether numba is installed and the compiled kernels are not switched off
     (``STRUCTATTN_COMPILED=0``)."""
-    return os.environ.get("STRUCTATTN_COMPILED", "1") != "0" and \
-        importlib.util.find_spec("numba") is not None
+    return enabled() and importlib.util.find_spec("numba") is not None
 
 
 PARALLEL_MIN_WORK = 2**15  # scalar steps; torch's own grain size for elementwise work

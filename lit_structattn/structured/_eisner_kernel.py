@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 
 from ..common.compiled import available, kernel_threads, threads_for
-from ._chain_kernel import usable
+from ._chain_numba import usable
 
 __all__ = ["TreeInference", "available", "run", "usable"]
 

@@ -5,10 +5,10 @@ by a left-to-right loop over time (``O(T C^2)`` work, ``T`` sequential steps) or
 tree of batched ``[C, C]`` log-matrix products (``O(T C^3)`` work, ``log2 T`` steps); the tree
 wins while ``B * C^3`` is small (see ``_SCAN_MAX_WORK``). Marginals are the gradient of the
 log-partition (``torch.autograd.grad(..., create_graph=True)``), which is itself differentiable.
-On CPU, when numba is installed, log Z and the marginals come instead from a compiled
-forward-backward with a closed-form backward (:mod:`._chain_kernel`; marginals forward and
-backward about 6x faster at C = 2, B = 64, T = 50). Viterbi is the gradient of the same
-program in the max semiring.
+On CPU when numba is installed, and on CUDA when Triton is, log Z and the marginals come instead
+from a compiled forward-backward with a closed-form backward (:mod:`._chain_kernel`; on CPU,
+marginals forward and backward about 6x faster at C = 2, B = 64, T = 50). Viterbi is the
+gradient of the same program in the max semiring.
 """
 
 from __future__ import annotations
@@ -73,9 +73,9 @@ class LinearChainCRF:
     Scores may be ``-inf`` to forbid a label or a transition (probability exactly 0, zero
     gradient); every chain needs a sequence without one. A NaN or ``+inf`` score within a chain
     makes that chain's results NaN. Any score scale works, gaps far beyond ``exp``'s range
-    included: the compiled kernel is exact (float64, log space); the torch algorithms (other
-    devices) work in log space in the compute dtype, accurate to its rounding of the score sums
-    (about ``eps * |scores| * T`` in the log-probabilities).
+    included: the compiled kernels are exact (float64, log space); the torch algorithms work
+    in log space in the compute dtype, accurate to its rounding of the score sums (about
+    ``eps * |scores| * T`` in the log-probabilities).
 
     Precision: everything is computed in float64 if ``unary`` or ``transition`` is float64,
     otherwise in float32 (float16 and bfloat16 inputs are widened), with autocast disabled.
@@ -176,19 +176,21 @@ class LinearChainCRF:
     def _log_partition(self) -> Tensor:
         """``[B]`` log Z in the compute dtype (see :func:`._common.inference_log_partition`)."""
         return inference_log_partition(
-            self, _chain_kernel.usable(self.unary), self.unary.device,
+            self, _chain_kernel.backend_for(self.unary) is not None, self.unary.device,
             lambda: self._log_partition_of(*self._scores, logsumexp))
 
     @cached_property
     def _inference(self) -> tuple[Tensor, Tensor, Tensor]:
-        """``(log_partition, marginals, edge_marginals)`` in the compute dtype: on CPU with
-        numba installed by the compiled forward-backward of :mod:`._chain_kernel`, otherwise as
-        gradients of log Z."""
+        """``(log_partition, marginals, edge_marginals)`` in the compute dtype: by the compiled
+        forward-backward of :mod:`._chain_kernel` where a backend serves the device (numba on
+        CPU, Triton on CUDA), otherwise as gradients of log Z."""
         track = tracks_grad(self.unary, self.transition)
         with local_autograd(), autocast_off(self.unary.device):
             unary, transition = self._grad_inputs(track)
-            if _chain_kernel.usable(self.unary):
-                results = _chain_kernel.ChainInference.apply(unary, transition, self.lengths)
+            backend = _chain_kernel.backend_for(self.unary)
+            if backend is not None:
+                results = _chain_kernel.ChainInference.apply(unary, transition, self.lengths,
+                                                             backend)
             else:
                 log_z = self._log_partition_of(unary, transition, logsumexp)
                 node, edge = torch.autograd.grad(log_z.sum(), (unary, transition),

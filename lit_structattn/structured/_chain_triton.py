@@ -1,0 +1,88 @@
+"""The chain CRF's forward-backward and its backward (see :mod:`._chain_kernel` for the math) as
+Triton kernels for CUDA: one program per chain, its ``C`` labels (padded to a power of two) held
+as vectors and ``[C, C]`` tiles, one loop over time, in float64 whatever the scores' dtype.
+
+A whole batch then takes two kernel launches forward and two backward, where the torch
+implementation launches several kernels per time step (or per level of its log-depth tree).
+The weights ``w_t`` and column sums ``S_t`` of the forward pass are kept in float64 buffers
+for the backward sweep, as in the numba kernel. With ``TRITON_INTERPRET=1`` the same kernels run
+on CPU tensors in Triton's interpreter, which is how the tests check them without a GPU (the
+CRF itself uses numba or torch on the CPU).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+
+import torch
+from torch import Tensor
+
+from ..common.compiled import enabled
+
+__all__ = ["covariance", "forward", "installed", "usable"]
+
+
+def installed() -> bool:
+    """Whether Triton can be imported (torch's CUDA builds for Linux bring it)."""
+    return importlib.util.find_spec("triton") is not None
+
+
+def usable(scores: Tensor) -> bool:
+    """Whether the Triton kernels serve a distribution over ``scores``: on CUDA, with Triton
+    installed and the compiled kernels not switched off (``STRUCTATTN_COMPILED=0``)."""
+    return scores.device.type == "cuda" and enabled() and installed()
+
+
+def forward(unary: Tensor, transition: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """``(log_z [B], node [B, T, C], edge [B, T-1, C, C])`` from ``unary [B, T, C]`` and
+    ``transition [B, T-1, C, C]`` (float32 or float64, any strides, on one device) and
+    ``lengths [B]``; results in the dtype of ``unary``, exactly 0 beyond each length."""
+    batch, steps, labels = unary.shape
+    kernel, _ = _kernels()
+    log_z = unary.new_zeros(batch)
+    node = unary.new_zeros(batch, steps, labels)
+    edge = unary.new_zeros(batch, max(steps - 1, 0), labels, labels)
+    weights = unary.new_zeros(edge.shape, dtype=torch.float64)
+    totals = unary.new_zeros(batch, max(steps - 1, 0), labels, dtype=torch.float64)
+    if batch:
+        kernel[(batch,)](unary, transition, lengths.to(unary.device, torch.int64), log_z, node,
+                         edge, weights, totals, *unary.stride(), *transition.stride(), steps,
+                         labels, BLOCK=_block(labels))
+    return log_z, node, edge
+
+
+def covariance(node: Tensor, edge: Tensor, g_node: Tensor | None, g_edge: Tensor | None,
+               lengths: Tensor) -> tuple[Tensor, Tensor]:
+    """``(d_unary [B, T, C], d_transition [B, T-1, C, C])``: the vector-Jacobian product of the
+    marginals ``node`` and ``edge`` (from :func:`forward`) for the cotangents ``g_node`` and
+    ``g_edge`` (either may be None, any strides)."""
+    batch, steps, labels = node.shape
+    _, kernel = _kernels()
+    g_node = node.new_zeros(()).expand(node.shape) if g_node is None else g_node
+    g_edge = edge.new_zeros(()).expand(edge.shape) if g_edge is None else g_edge
+    d_unary = torch.zeros_like(node)
+    d_transition = torch.zeros_like(edge)
+    past = node.new_zeros(node.shape, dtype=torch.float64)
+    if batch:
+        kernel[(batch,)](node, edge, g_node, g_edge, lengths.to(node.device, torch.int64),
+                         d_unary, d_transition, past, *g_node.stride(), *g_edge.stride(), steps,
+                         labels, BLOCK=_block(labels))
+    return d_unary, d_transition
+
+
+def _block(labels: int) -> int:
+    """The power of two (at least 2) that holds ``labels``."""
+    return max(2, 1 << (labels - 1).bit_length())
+
+
+@functools.cache
+def _kernels():
+    """The forward and backward kernels, compiled for the GPU on first use or, where the
+    environment set ``TRITON_INTERPRET=1`` before Triton was imported, run by Triton's
+    interpreter on the CPU (as the tests do where there is no GPU)."""
+    import triton
+
+    from . import _chain_triton_kernels as source
+
+    return triton.jit(source.forward_kernel), triton.jit(source.covariance_kernel)
