@@ -17,7 +17,7 @@ LOW_VENV := .make/lower-bounds
 
 WHEEL_VENV := .make/wheel-venv
 
-.PHONY: install demo reproduce reports test test-lower-bounds test-wheel bench lint clean
+.PHONY: install demo reproduce reports test test-lower-bounds test-wheel bench gpu-check lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -c "import torch" 2>/dev/null || $(PYTHON) -m pip install "torch==$(TORCH_CPU)"
@@ -73,6 +73,9 @@ bench: install  ## speed against the peers; writes reports/bench_*.md
 	$(PYTHON) -m bench.joint_attention
 	$(PYTHON) -m bench.nli
 	$(PYTHON) -m bench.babi
+
+gpu-check: install  ## on a GPU machine: cuda tests, GPU benchmarks, seconds per epoch -> reports/bench_gpu.md
+	$(PYTHON) -m bench.gpu
 
 lint: install
 	ruff check .

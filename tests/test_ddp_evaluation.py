@@ -1,6 +1,7 @@
 """DDP counts every evaluation example once: validating one checkpoint on an odd-sized split
 with 1 and with 2 CPU (gloo) processes logs the same metrics (the padded DistributedSampler
-would evaluate one example twice; :class:`~datamodules.batching.EvaluationShard`)."""
+would evaluate one example twice; :class:`~datamodules.batching.EvaluationShard`). On a machine
+with GPUs, the same over all of them after a DDP fit there (marked ``cuda``)."""
 
 from __future__ import annotations
 
@@ -17,12 +18,13 @@ ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "configs"
 
 
-def validated_metrics(args: list[str], checkpoint: Path, out: Path, devices: int) -> dict:
+def validated_metrics(args: list[str], checkpoint: Path, out: Path, devices: int,
+                      accelerator: str = "cpu") -> dict:
     """The metrics ``structattn validate`` logs for ``checkpoint`` on ``devices`` processes."""
     ddp = ["--trainer.strategy", "ddp"] if devices > 1 else []
     run = subprocess.run(
         [sys.executable, "-m", "lit_structattn.cli", "validate", *args,
-         "--ckpt_path", str(checkpoint), "--trainer.accelerator", "cpu",
+         "--ckpt_path", str(checkpoint), "--trainer.accelerator", accelerator,
          "--trainer.devices", str(devices), *ddp, "--trainer.callbacks", "[]",
          "--trainer.logger", "lightning.pytorch.loggers.CSVLogger",
          "--trainer.logger.save_dir", str(out), "--trainer.enable_progress_bar", "false"],
@@ -73,11 +75,35 @@ def test_tagger(tmp_path):
     assert_one_and_two_processes_agree(args, tmp_path, "val/accuracy")
 
 
+NEEDLE = ["--config", str(CONFIGS / "demo" / "needle.yaml"), "--data.init_args.num_train", "64",
+          "--data.init_args.num_val", "33", "--data.init_args.batch_size", "4"]
+
+
 @pytest.mark.slow
 def test_needle_classifier(tmp_path):
-    args = ["--config", str(CONFIGS / "demo" / "needle.yaml"), "--data.init_args.num_train",
-            "64", "--data.init_args.num_val", "33", "--data.init_args.batch_size", "4"]
-    assert_one_and_two_processes_agree(args, tmp_path, "val/acc")
+    assert_one_and_two_processes_agree(NEEDLE, tmp_path, "val/acc")
+
+
+@pytest.mark.cuda
+def test_ddp_over_every_gpu(tmp_path):
+    """A DDP fit over all the GPUs of the machine (one GPU runs the DDP strategy too), then the
+    checkpoint validated on one GPU and on all: the same metrics."""
+    import torch
+
+    gpus = torch.cuda.device_count()
+    run = subprocess.run(
+        [sys.executable, "-m", "lit_structattn.cli", "fit", *NEEDLE, "--trainer.accelerator",
+         "cuda", "--trainer.devices", str(gpus), "--trainer.strategy", "ddp",
+         "--trainer.max_epochs", "2", "--trainer.logger", "false", "--trainer.callbacks", "[]",
+         "--trainer.default_root_dir", str(tmp_path / "fit"), "--trainer.enable_progress_bar",
+         "false"], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert run.returncode == 0, run.stderr[-3000:]
+    (checkpoint,) = (tmp_path / "fit").rglob("*.ckpt")
+    one = validated_metrics(NEEDLE, checkpoint, tmp_path / "one", 1, "cuda")
+    every = validated_metrics(NEEDLE, checkpoint, tmp_path / "every", gpus, "cuda")
+    assert "val/acc" in one and set(one) == set(every)
+    assert all(every[key] == value for key, value in one.items() if not key.endswith("loss"))
 
 
 @pytest.mark.slow
