@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import math
 
 import torch
 from torch import Tensor
@@ -40,11 +41,11 @@ def forward(unary: Tensor, transition: Tensor, lengths: Tensor) -> tuple[Tensor,
     ``lengths [B]``; results in the dtype of ``unary``, exactly 0 beyond each length."""
     batch, steps, labels = unary.shape
     kernel, _ = _kernels()
-    log_z = unary.new_zeros(batch)
-    node = unary.new_zeros(batch, steps, labels)
-    edge = unary.new_zeros(batch, max(steps - 1, 0), labels, labels)
-    weights = unary.new_zeros(edge.shape, dtype=torch.float64)
-    totals = unary.new_zeros(batch, max(steps - 1, 0), labels, dtype=torch.float64)
+    log_z = _zeros((batch,), unary)
+    node = _zeros((batch, steps, labels), unary)
+    edge = _zeros((batch, steps - 1, labels, labels), unary)
+    weights = _zeros(edge.shape, unary, torch.float64)
+    totals = _zeros((batch, steps - 1, labels), unary, torch.float64)
     if batch:
         kernel[(batch,)](unary, transition, lengths.to(unary.device, torch.int64), log_z, node,
                          edge, weights, totals, *unary.stride(), *transition.stride(), steps,
@@ -59,16 +60,30 @@ def covariance(node: Tensor, edge: Tensor, g_node: Tensor | None, g_edge: Tensor
     ``g_edge`` (either may be None, any strides)."""
     batch, steps, labels = node.shape
     _, kernel = _kernels()
-    g_node = node.new_zeros(()).expand(node.shape) if g_node is None else g_node
-    g_edge = edge.new_zeros(()).expand(edge.shape) if g_edge is None else g_edge
-    d_unary = torch.zeros_like(node)
-    d_transition = torch.zeros_like(edge)
-    past = node.new_zeros(node.shape, dtype=torch.float64)
+    g_node, g_edge = _cotangent(g_node, node), _cotangent(g_edge, edge)
+    d_unary = _zeros(node.shape, node)
+    d_transition = _zeros(edge.shape, edge)
+    past = _zeros(node.shape, node, torch.float64)
     if batch:
         kernel[(batch,)](node, edge, g_node, g_edge, lengths.to(node.device, torch.int64),
                          d_unary, d_transition, past, *g_node.stride(), *g_edge.stride(), steps,
                          labels, BLOCK=_block(labels))
     return d_unary, d_transition
+
+
+def _zeros(shape: tuple[int, ...], like: Tensor, dtype: torch.dtype | None = None) -> Tensor:
+    """Zeros of ``shape`` on the device of ``like`` (in its dtype unless ``dtype``), carved from
+    at least one element: an empty CUDA tensor (no edges when T = 1) has no address to pass."""
+    count = math.prod(shape)
+    return like.new_zeros(max(count, 1), dtype=dtype or like.dtype)[:count].view(shape)
+
+
+def _cotangent(grad: Tensor | None, like: Tensor) -> Tensor:
+    """``grad``, or a zero broadcast to the shape of ``like`` (no memory) when it is missing or
+    empty."""
+    if grad is None or grad.numel() == 0:
+        return like.new_zeros(()).expand(like.shape)
+    return grad
 
 
 def _block(labels: int) -> int:
