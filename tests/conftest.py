@@ -7,10 +7,10 @@ import os
 import pytest
 import torch
 
-# Without a GPU, Triton kernels run on CPU tensors in Triton's interpreter; it must be chosen
-# before Triton is first imported (Lightning imports it).
+# Without a GPU, Triton kernels can only run on CPU tensors, in Triton's interpreter; it must be
+# chosen before Triton is first imported (Lightning imports it).
 if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
+    os.environ["TRITON_INTERPRET"] = "1"
 
 
 def pytest_collection_modifyitems(config, items):
