@@ -290,14 +290,14 @@ def test_every_row_parses_at_every_budget(monkeypatch):
 def test_trainer_options_override_the_configs_and_are_recorded(tmp_path):
     report = tmp_path / "report.md"
     run_table("tree_transduction", "ci", seeds=1, rows=["simple"], root=tmp_path, report=report,
-              trainer={"accelerator": "cpu", "precision": "bf16-mixed"})
+              trainer={"accelerator": "cpu", "precision": "64-true"})
     result = json.loads(next(tmp_path.rglob("result.json")).read_text())
-    assert result["trainer"] == {"accelerator": "cpu", "precision": "bf16-mixed"}
-    assert result["device"] == "cpu, bf16-mixed"
+    assert result["trainer"] == {"accelerator": "cpu", "precision": "64-true"}
+    assert result["device"] == "cpu, 64-true"
     assert "--trainer.precision" in result["args"]
     text = report.read_text()
-    assert "--seeds 1 --accelerator cpu --precision bf16-mixed`" in text
-    assert "thread(s) per run, on cpu, bf16-mixed)" in text
+    assert "--seeds 1 --accelerator cpu --precision 64-true`" in text
+    assert "thread(s) per run, on cpu, 64-true)" in text
 
 
 def test_the_command_takes_the_trainer_options(monkeypatch, tmp_path):
