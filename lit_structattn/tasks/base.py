@@ -16,6 +16,7 @@ import lightning as L
 import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from lightning.pytorch.utilities import move_data_to_device
+from torchmetrics import MeanMetric
 
 from ..common.codec import (
     CODEC_KEY,
@@ -59,6 +60,14 @@ class Task(L.LightningModule):
         super().__init__()
         self.optimizer, self.lr_scheduler = optimizer, lr_scheduler
         self._codec: TextCodec | None = None
+        self.validation_loss = MeanMetric()
+
+    def log_validation_loss(self, loss: torch.Tensor, count: int) -> None:
+        """Log ``val/loss``: the batch's mean ``loss`` over its ``count`` examples, averaged over
+        the whole split weighted by ``count`` and summed across DDP processes (torchmetrics),
+        so that it is the same however the split is sharded."""
+        self.validation_loss.update(loss.detach(), weight=count)
+        self.log("val/loss", self.validation_loss, batch_size=count)
 
     # ---- raw text ----------------------------------------------------------------------
 

@@ -57,7 +57,7 @@ class SequenceClassifier(Task):
         self.log(f"{split}/acc", metric, prog_bar=True, batch_size=len(logits))
         if split == "val":
             loss = F.cross_entropy(logits, batch["labels"])
-            self.log("val/loss", loss, sync_dist=True, batch_size=len(logits))
+            self.log_validation_loss(loss, len(logits))
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         self._evaluate(batch, "val")

@@ -137,7 +137,7 @@ class NLITask(Task):
         logits, size = self(batch).logits, len(batch["labels"])
         if split == "val":
             loss = F.cross_entropy(logits, batch["labels"])
-            self.log("val/loss", loss, sync_dist=True, batch_size=size)
+            self.log_validation_loss(loss, size)
         metric = self.accuracy[split]
         metric(logits, batch["labels"])
         self.log(f"{split}/accuracy", metric, prog_bar=True, batch_size=size)

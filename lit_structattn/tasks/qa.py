@@ -86,7 +86,7 @@ class QATask(Task):
         self.fact_accuracy[split].update(output.fact_sequence, batch["supports"], batch["task"])
         if split == "val":
             loss = F.cross_entropy(output.logits, batch["answer"])
-            self.log("val/loss", loss, sync_dist=True, batch_size=len(output.logits))
+            self.log_validation_loss(loss, len(output.logits))
 
     def _log_fact_accuracy(self, split: str) -> None:
         value = self.fact_accuracy[split].compute()  # synced across processes

@@ -133,7 +133,7 @@ class TaggingTask(Task):
         size = len(batch["words"])
         if split == "val":
             loss = self.loss(outputs, batch)
-            self.log("val/loss", loss, sync_dist=True, batch_size=size)
+            self.log_validation_loss(loss, size)
         prediction = self.model.predict(outputs, batch["lengths"])
         metric = self.metrics[split]
         metric.update(prediction, batch["tags"], batch["lengths"])

@@ -92,7 +92,7 @@ class TransductionTask(Task):
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         size = len(batch["src"])
-        self.log("val/loss", self._loss(batch), sync_dist=True, batch_size=size)
+        self.log_validation_loss(self._loss(batch), size)
         self._score(batch, "val", beam=1)
 
     def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
