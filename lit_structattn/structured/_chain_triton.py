@@ -12,7 +12,6 @@ CRF itself uses numba or torch on the CPU).
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import math
 
@@ -91,13 +90,11 @@ def _block(labels: int) -> int:
     return max(2, 1 << (labels - 1).bit_length())
 
 
-@functools.cache
 def _kernels():
-    """The forward and backward kernels, compiled for the GPU on first use or, where the
-    environment set ``TRITON_INTERPRET=1`` before Triton was imported, run by Triton's
-    interpreter on the CPU (as the tests do where there is no GPU)."""
-    import triton
+    """The forward and backward kernels (:mod:`._chain_triton_kernels`, imported on first use:
+    Triton need not be installed where they do not run). Where the environment set
+    ``TRITON_INTERPRET=1`` before Triton was imported, they run in Triton's interpreter on the
+    CPU (as the tests do where there is no GPU)."""
+    from . import _chain_triton_kernels as kernels
 
-    from . import _chain_triton_kernels as source
-
-    return triton.jit(source.forward_kernel), triton.jit(source.covariance_kernel)
+    return kernels.forward_kernel, kernels.covariance_kernel

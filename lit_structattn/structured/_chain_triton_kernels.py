@@ -1,6 +1,6 @@
 """Triton kernels of the chain CRF (see :mod:`._chain_kernel` for the math and
-:mod:`._chain_triton` for how they are called). Plain functions, which :mod:`._chain_triton`
-wraps with ``triton.jit`` on first use.
+:mod:`._chain_triton` for how they are called). Imported on first use: ``triton.jit`` then
+compiles them for the GPU, or hands them to Triton's interpreter where ``TRITON_INTERPRET=1``.
 
 One program per chain ``b``; ``c = arange(BLOCK)`` indexes labels (``ok = c < C``); vectors are
 ``[BLOCK]`` and tiles ``[BLOCK, BLOCK]`` indexed ``[i, j]`` (label ``i`` at ``t``, ``j`` at
@@ -10,23 +10,32 @@ transition is a ``[B, T-1, C, C]`` view with stride 0 over batch and time).
 
 from __future__ import annotations
 
+import triton
 import triton.language as tl
 
 # A stand-in for -inf that keeps ``x - (-inf)`` out of NaN in masked lanes.
 NEG_INF = float("-inf")
 
 
+@triton.jit
+def _chain_program(lengths, labels, BLOCK: tl.constexpr):  # pragma: no cover - compiled
+    """This program's chain ``b`` (int64), the label lanes ``c`` and their mask ``ok``, the
+    tile mask ``tile_ok`` and contiguous offsets ``tile`` of ``[C, C]`` entries, and the
+    chain's length."""
+    b = tl.program_id(0).to(tl.int64)
+    c = tl.arange(0, BLOCK)
+    ok = c < labels
+    return b, c, ok, ok[:, None] & ok[None, :], c[:, None] * labels + c[None, :], \
+        tl.load(lengths + b)
+
+
+@triton.jit
 def forward_kernel(unary, transition, lengths, log_z, node, edge, weights, totals,
                    su_b, su_t, su_c, sw_b, sw_t, sw_i, sw_j, steps, labels,
                    BLOCK: tl.constexpr):  # pragma: no cover - compiled
     """log Z, node and edge marginals of chain ``b``; ``weights [B, T-1, C, C]`` and ``totals
     [B, T-1, C]`` (float64) hold ``w_t`` and ``S_t`` between the two sweeps."""
-    b = tl.program_id(0).to(tl.int64)
-    c = tl.arange(0, BLOCK)
-    ok = c < labels
-    tile_ok = ok[:, None] & ok[None, :]
-    tile = c[:, None] * labels + c[None, :]
-    length = tl.load(lengths + b)
+    b, c, ok, tile_ok, tile, length = _chain_program(lengths, labels, BLOCK)
     unary += b * su_b
     transition += b * sw_b + c[:, None] * sw_i + c[None, :] * sw_j
     node += b * steps * labels
@@ -64,18 +73,14 @@ def forward_kernel(unary, transition, lengths, log_z, node, edge, weights, total
         tl.store(node + t * labels + c, mu.to(node.dtype.element_ty), mask=ok)
 
 
+@triton.jit
 def covariance_kernel(node, edge, g_node, g_edge, lengths, d_unary, d_transition, past,
                       sg_b, sg_t, sg_c, sh_b, sh_t, sh_i, sh_j, steps, labels,
                       BLOCK: tl.constexpr):  # pragma: no cover - compiled
     """``d_unary`` and ``d_transition`` of chain ``b`` for the cotangents ``g_node`` (strides
     ``sg_*``) and ``g_edge`` (``sh_*``); ``past [B, T, C]`` (float64) holds the expected past
     ``F`` between the two sweeps, the expected future ``B`` is carried in the second."""
-    b = tl.program_id(0).to(tl.int64)
-    c = tl.arange(0, BLOCK)
-    ok = c < labels
-    tile_ok = ok[:, None] & ok[None, :]
-    tile = c[:, None] * labels + c[None, :]
-    length = tl.load(lengths + b)
+    b, c, ok, tile_ok, tile, length = _chain_program(lengths, labels, BLOCK)
     node += b * steps * labels
     edge += b * (steps - 1) * labels * labels
     d_unary += b * steps * labels
