@@ -80,10 +80,11 @@ def time_row(table: Table, row: Row, budget: str, device: str = "cpu", batches: 
         raise ValueError(f"--batches must exceed the {WARMUP} warm-up batches, got {batches}")
     args = [*(a for config in row.configs for a in ("--config", str(config))), *row.overrides,
             *table.budgets[budget][0]]
+    # one epoch of ``batches`` batches; max_epochs stays the budget's, for the estimate
     timing = ["--trainer.accelerator", "cuda" if device.startswith("cuda") else device,
               "--trainer.devices", f"[{torch.device(device).index or 0}]"
               if device.startswith("cuda") else "1",
-              "--trainer.max_epochs", "1", "--trainer.max_steps", "-1",
+              "--trainer.max_steps", str(batches),
               "--trainer.limit_train_batches", str(batches), "--trainer.limit_val_batches", "0",
               "--trainer.num_sanity_val_steps", "0", "--trainer.logger", "false",
               "--trainer.callbacks", "null", "--trainer.enable_checkpointing", "false",
@@ -91,7 +92,6 @@ def time_row(table: Table, row: Row, budget: str, device: str = "cpu", batches: 
               "false", "--seed_everything", "0"]
     name = dict(table=table.name, row=row.name, budget=budget)
     try:
-        max_epochs = build_cli(args, run=False).trainer.max_epochs
         cli = build_cli([*args, *timing], run=False)
         timer = BatchTimer(torch.device(device))
         cli.trainer.callbacks.append(timer)
@@ -101,7 +101,7 @@ def time_row(table: Table, row: Row, budget: str, device: str = "cpu", batches: 
         return EpochTime(**name, error=f"{type(error).__name__}: {error}".splitlines()[0][:160])
     steady = timer.seconds[WARMUP:] or timer.seconds
     return EpochTime(**name, batch_seconds=statistics.median(steady),
-                     batches_per_epoch=per_epoch, max_epochs=max_epochs)
+                     batches_per_epoch=per_epoch, max_epochs=cli.trainer.max_epochs)
 
 
 def chosen_rows(table: Table, which: str) -> list[Row]:
