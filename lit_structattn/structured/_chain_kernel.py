@@ -33,24 +33,24 @@ conditionals are ``xi / mu``.
 
 from __future__ import annotations
 
-import importlib
 from types import ModuleType
 
 import torch
 from torch import Tensor
 
+from . import _chain_numba, _chain_triton
+
 __all__ = ["BACKENDS", "ChainInference", "backend_for"]
 
 # The compiled backends, each a module with ``usable(scores)``, ``forward`` and ``covariance``.
-BACKENDS = ("_chain_numba", "_chain_triton")
+BACKENDS = (_chain_numba, _chain_triton)
 
 
 def backend_for(scores: Tensor) -> ModuleType | None:
     """The compiled backend that serves a chain CRF over ``scores`` (numba on the CPU, Triton on
     CUDA, each when installed and not switched off by ``STRUCTATTN_COMPILED=0``), or None: the
     torch implementation then runs."""
-    for name in BACKENDS:
-        backend = importlib.import_module(f".{name}", __package__)
+    for backend in BACKENDS:
         if backend.usable(scores):
             return backend
     return None
