@@ -42,6 +42,7 @@ class EpochTime:
 
     @property
     def epoch_seconds(self) -> float | None:
+        """Median batch seconds x batches per epoch; None for a row that was not timed."""
         if self.batch_seconds is None or self.batches_per_epoch is None:
             return None
         return self.batch_seconds * self.batches_per_epoch
@@ -61,10 +62,12 @@ class BatchTimer(Callback):
             torch.cuda.synchronize(self.device)
 
     def on_train_batch_start(self, *args) -> None:
+        """Start the clock once the device has finished the work before the batch."""
         self._wait()
         self._start = time.perf_counter()
 
     def on_train_batch_end(self, *args) -> None:
+        """Record the batch's seconds once the device has finished it."""
         self._wait()
         self.seconds.append(time.perf_counter() - self._start)
 
@@ -152,7 +155,8 @@ def render(times: list[EpochTime], tables: dict[str, Table], budgets: list[str])
 
 def run(device: str, budgets: list[str], batches: int, table_names: list[str] | None = None,
         which: str = "first-last") -> tuple[list[EpochTime], dict[str, Table]]:
-    """Time the chosen rows of every table (or of ``table_names``) under each budget."""
+    """Time the chosen rows of every table (or of ``table_names``) under each budget it has;
+    ``SystemExit`` listing the tables for an unknown name."""
     tables = load_tables()
     unknown = set(table_names or ()) - set(tables)
     if unknown:
@@ -171,6 +175,7 @@ def run(device: str, budgets: list[str], batches: int, table_names: list[str] | 
 
 
 def main() -> None:
+    """The command line (see the module docstring): prints the two tables."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:1, ...")
     parser.add_argument("--budgets", nargs="+", default=["cpu", "paper"])

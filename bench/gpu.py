@@ -71,6 +71,7 @@ def run_step(command: list[str], environment: dict[str, str]) -> tuple[int, str,
 
 
 def main() -> None:
+    """The command line (see the module docstring); ``SystemExit`` where torch sees no GPU."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
     parser.add_argument("--repeats", type=int, default=10)
