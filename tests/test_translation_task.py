@@ -135,6 +135,27 @@ def test_runner_tests_the_checkpoint_of_another_row(corpus, tmp_path):
     assert json.loads(next((tmp_path / table.name).rglob("result.json")).read_text())["seed"] == 0
 
 
+def test_a_row_whose_checkpoint_is_gone_is_retrained_for_its_test_of_row(corpus, tmp_path):
+    """The ledger holds a row's result but not its checkpoint: a ``test_of`` row trains it again
+    under its root, leaves the ledger's result as it was and names the retraining in a note."""
+    table = TABLES["sparse_constrained_nmt"]
+    overrides = tuple(a for a in tiny(corpus, tmp_path, "softmax")[4:]
+                      if a not in ("--trainer.default_root_dir", str(tmp_path)))
+    table = replace(table, rows=tuple(replace(r, overrides=overrides) for r in table.rows[:2]))
+    trained, tester = table.rows
+    ledger, first, second = tmp_path / "ledger", tmp_path / "first", tmp_path / "second"
+    filed = runner.run_one(table, tester, "ci", 0, first, ledger)
+    assert "tested model" not in filed["notes"]  # it tested the run the ledger holds
+    entry = runner._ledger_file(table, trained, "ci", 0, ledger)
+    kept = entry.read_text()
+    runner._ledger_file(table, tester, "ci", 0, ledger).unlink()
+    retested = runner.run_one(table, tester, "ci", 0, second, ledger)  # `first` is lost
+    assert entry.read_text() == kept
+    assert "/second/" in retested["tested_checkpoint"]
+    note = retested["notes"]["tested model"]
+    assert note.startswith(f"{trained.name} retrained for this row, seed 0") and "BLEU" in note
+
+
 def test_loss_falls_on_a_tiny_batch(corpus, tmp_path):
     cli = cli_for(tiny(corpus, tmp_path, "csparsemax_predicted",
                        "--model.init_args.model.init_args.dropout", "0.0"))

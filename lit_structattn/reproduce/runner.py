@@ -118,7 +118,7 @@ def run_one(
     "cuda", "precision": "bf16-mixed"}``), recorded with the result and the device it ran on."""
     # Lightning is imported only when needed
     from ..callbacks import FitClock
-    from ..checkpoints import resolve_checkpoint, resumable_checkpoint
+    from ..checkpoints import resumable_checkpoint
     from ..lightning_cli import build_cli, keep_checkpoint_folder
 
     out = _run_dir(table, row, budget, seed, root)
@@ -126,11 +126,10 @@ def run_one(
     stored = _stored(table, row, budget, seed, root, results)
     if stored is not None:
         return stored
-    checkpoint = None
+    checkpoint, tested_notes = None, {}
     if row.test_of is not None:
-        trained = next(r for r in table.rows if r.name == row.test_of)
-        run_one(table, trained, budget, seed, root, results, trainer)
-        checkpoint = resolve_checkpoint("best", _run_dir(table, trained, budget, seed, root))
+        checkpoint, tested_notes = _tested_checkpoint(table, row, budget, seed, root, results,
+                                                      trainer)
     print(f"{table.name}: {'testing' if checkpoint else 'training'} '{row.name}', seed {seed}, "
           f"budget {budget} -> {out}", flush=True)
     args = [
@@ -164,7 +163,7 @@ def run_one(
         "finished": time.strftime("%Y-%m-%d"),
         "seed": seed,
         "args": args,
-        "notes": dict(getattr(cli.model, "report_notes", {})),
+        "notes": {**getattr(cli.model, "report_notes", {}), **tested_notes},
         **({"trainer": dict(trainer)} if trainer else {}),
         **({"validation": _best_validation(cli.trainer, table.select_by)}
            if table.select_by else {}),
@@ -176,6 +175,34 @@ def run_one(
     result_file.write_text(json.dumps(result, indent=2))
     _file(result, table, row, budget, seed, results)
     return result
+
+
+def _tested_checkpoint(
+    table: Table, row: Row, budget: str, seed: int, root: Path, results: Path | None,
+    trainer: dict[str, str] | None,
+) -> tuple[str, dict[str, str]]:
+    """The best checkpoint of the row that the ``test_of`` row ``row`` tests, run first when not
+    finished, and notes for ``row``'s result. When the ledger ``results`` holds that row's
+    result but its run folder under ``root`` is gone (checkpoints are not committed), the row
+    is trained again under ``root`` with the same seed -- the ledger keeps the first result --
+    and the note names the retraining and its own test scores, so that the two rows are read
+    as two trainings, not one model tested two ways."""
+    from ..checkpoints import resolve_checkpoint
+
+    trained = next(r for r in table.rows if r.name == row.test_of)
+    folder = _run_dir(table, trained, budget, seed, root)
+    run_one(table, trained, budget, seed, root, None, trainer)  # unless finished under root
+    own = json.loads((folder / "result.json").read_text())
+    _file(own, table, trained, budget, seed, results)  # unless the ledger holds an earlier run
+    checkpoint = resolve_checkpoint("best", folder)
+    if results is None or json.loads(
+            _ledger_file(table, trained, budget, seed, results).read_text()) == own:
+        return checkpoint, {}
+    scores = ", ".join(f"{label} {own['metrics'][key] * table.scale:.1f}"
+                       for key, label in table.metrics if key in own["metrics"])
+    return checkpoint, {
+        "tested model": f"{trained.name} retrained for this row, seed {seed} (the ledger's run "
+                        f"kept no checkpoint); its own test: {scores}"}
 
 
 def device_summary(trainer) -> str:
