@@ -192,6 +192,32 @@ def test_reruns_that_differ_are_noted_and_a_superseded_report_shows_no_row(tmp_p
     assert f"- {second.name}, {label}:" not in text  # 30 vs 30: within the spread
 
 
+def test_differences_are_judged_at_the_earlier_reports_printed_precision():
+    """The earlier report printed one decimal: a re-run printed 94.9 against 94.8 with a spread
+    printed 0.1 is within it (not '0.1 apart, more than the seed spread (0.1)'), while 95.0 is
+    further than that."""
+    from dataclasses import replace
+
+    from lit_structattn.reproduce.runner import EarlierReport, RowSummary, _differences
+    from lit_structattn.reproduce.tables import TABLES
+
+    table = TABLES["easy_first_pos"]
+    table = replace(table, rows=table.rows[:1])
+    name, (key, label) = table.rows[0].name, table.metrics[0]
+    earlier = EarlierReport("the report of commit abc", {
+        name: RowSummary({key: (94.8, 0.1, None)}, 3, 10.0, False, earlier=True)}, (), True)
+
+    def noted(mean, std):
+        return _differences(table, {name: RowSummary({key: (mean, std, None)}, 3, 10.0, False)},
+                            earlier)
+
+    assert noted(94.896, 0.0808) == []  # printed 94.9 ± 0.1 against 94.8 ± 0.1
+    assert noted(94.93, 0.05) == []  # 0.13 apart unrounded: the old rule noted it
+    lines = noted(94.96, 0.04)
+    assert lines and (f"- {name}, {label}: 95.0 ± 0.0 over 3 seeds here, 94.8 ± 0.1 over 3 in "
+                      "the earlier report: 0.2 apart, more than the seed spread (0.1)") in lines
+
+
 def test_wall_time_is_marked_partial_only_for_a_resumption_without_a_recorded_clock():
     from lit_structattn.reproduce.runner import summarize
     from lit_structattn.reproduce.tables import TABLES

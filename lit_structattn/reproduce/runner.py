@@ -309,7 +309,8 @@ def _differences(table: Table, rows: dict[str, RowSummary], earlier: EarlierRepo
                  ) -> list[str]:
     """A note for every metric of a row run again whose mean differs from the earlier report's
     by more than the seed spread (the larger standard deviation of the two; rows of one seed
-    are not compared)."""
+    on both sides have none and get no note). The earlier report printed one decimal, so both
+    sides are compared as printed: 94.9 against 94.8 with a spread of 0.1 is within it."""
     lines = []
     for row in table.rows:
         summary, before = rows.get(row.name), earlier.rows.get(row.name)
@@ -320,12 +321,15 @@ def _differences(table: Table, rows: dict[str, RowSummary], earlier: EarlierRepo
                 continue
             (mean, std, _), (old, old_std, _) = summary.cells[key], before.cells[key]
             spread = max((s for s in (std, old_std) if s is not None), default=None)
-            if spread is not None and abs(mean - old) > spread:
+            if spread is None:
+                continue
+            apart, spread = abs(round(mean, 1) - round(old, 1)), round(spread, 1)
+            if round(apart - spread, 6) > 0:
                 lines.append(
                     f"- {row.name}, {label}: {mean:.1f} ± {'—' if std is None else f'{std:.1f}'}"
                     f" over {summary.seeds} seeds here, {old:.1f} ± "
                     f"{'—' if old_std is None else f'{old_std:.1f}'} over {before.seeds} in the "
-                    f"earlier report: {abs(mean - old):.1f} apart, more than the seed spread "
+                    f"earlier report: {apart:.1f} apart, more than the seed spread "
                     f"({spread:.1f})")
     if not lines:
         return []
