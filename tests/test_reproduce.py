@@ -218,6 +218,32 @@ def test_differences_are_judged_at_the_earlier_reports_printed_precision():
                       "the earlier report: 0.2 apart, more than the seed spread (0.1)") in lines
 
 
+def test_the_report_dates_its_runs_and_counts_those_without_a_date():
+    from dataclasses import replace
+
+    from lit_structattn.reproduce.runner import render
+    from lit_structattn.reproduce.tables import TABLES
+
+    table = TABLES["babi_qa"]
+    table = replace(table, rows=table.rows[:1])
+    key = table.metrics[0][0]
+
+    def run(seed, day=None):
+        return {"metrics": {key: 0.5}, "wall_seconds": 60.0, "seed": seed,
+                **({"finished": day} if day else {})}
+
+    name = table.rows[0].name
+    assert "` on 2026-11-27 (torch" in render(table, "cpu", range(2),
+                                               {name: [run(0, "2026-11-27"), run(1, "2026-11-27")]})
+    mixed = render(table, "cpu", range(3), {name: [run(0), run(1), run(2, "2026-11-27")]})
+    assert "` on 2026-11-27 (torch" in mixed
+    assert "). 2 of its runs are older and recorded no date. Wall times" in mixed
+    one = render(table, "cpu", range(2), {name: [run(0), run(1, "2026-11-27")]})
+    assert "). One of its runs is older and recorded no date. Wall times" in one
+    undated = render(table, "cpu", range(1), {name: [run(0)]})
+    assert "date" not in undated.split("\n")[2]
+
+
 def test_wall_time_is_marked_partial_only_for_a_resumption_without_a_recorded_clock():
     from lit_structattn.reproduce.runner import summarize
     from lit_structattn.reproduce.tables import TABLES

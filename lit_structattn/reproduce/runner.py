@@ -463,8 +463,12 @@ def render(
     # what the runs recorded, so that the report is a function of the ledger alone
     torches = sorted({r["torch"] for runs in results.values() for r in runs if "torch" in r})
     days = sorted({r["finished"] for runs in results.values() for r in runs if "finished" in r})
+    undated = sum("finished" not in r for runs in results.values() for r in runs)
     when = ("" if not days else f" on {days[0]}" if len(days) == 1
             else f" from {days[0]} to {days[-1]}")
+    undated_note = ("" if not days or not undated else " One of its runs is older and recorded"
+                    " no date." if undated == 1 else f" {undated} of its runs are older and "
+                    "recorded no date.")
     devices = sorted({r["device"] for runs in results.values() for r in runs if "device" in r})
     if devices:
         thread_note += f", on {' / '.join(devices)}"
@@ -474,8 +478,9 @@ def render(
         f"Produced by `structattn reproduce {table.name} --budget {budget} --seeds {seeds.stop}"
         f"{f' --first-seed {seeds.start}' if seeds.start else ''}"
         f"{' --cached-only' if cached_only else ''}{options}`{when} "
-        f"(torch {'/'.join(torches) or torch.__version__}{thread_note}). Wall times are "
-        "as measured on a shared 2-core machine, where several runs may have run at once.", "",
+        f"(torch {'/'.join(torches) or torch.__version__}{thread_note}).{undated_note} Wall "
+        "times are as measured on a shared 2-core machine, where several runs may have run at "
+        "once.", "",
         f"**Budget `{budget}`:** {table.budgets[budget][1]}. **Seeds:** {seeds.start}.."
         f"{seeds.stop - 1}"
         f"{'; the rows show the finished runs among them (column seeds)' if cached_only else ''}"
