@@ -466,9 +466,10 @@ def render(
     undated = sum("finished" not in r for runs in results.values() for r in runs)
     when = ("" if not days else f" on {days[0]}" if len(days) == 1
             else f" from {days[0]} to {days[-1]}")
-    undated_note = ("" if not days or not undated else " One of its runs is older and recorded"
-                    " no date." if undated == 1 else f" {undated} of its runs are older and "
-                    "recorded no date.")
+    undated_note = ""
+    if days and undated:  # runs filed before results recorded their day
+        undated_note = (" One of its runs is older and recorded no date." if undated == 1
+                        else f" {undated} of its runs are older and recorded no date.")
     devices = sorted({r["device"] for runs in results.values() for r in runs if "device" in r})
     if devices:
         thread_note += f", on {' / '.join(devices)}"
