@@ -9,6 +9,9 @@ export HF_DATASETS_OFFLINE = 1
 TABLE ?= tree_transduction
 BUDGET ?= cpu
 SEEDS ?= 3
+# pytest-xdist workers of the test targets, one per core of the CI machine (0: no workers)
+TEST_WORKERS ?= 2
+XDIST := -n $(TEST_WORKERS) --dist worksteal
 
 # The lowest versions pyproject.toml declares for the CLI's two libraries (checked by CI).
 LIGHTNING_LOW ?= 2.5.5
@@ -38,15 +41,15 @@ reproduce: install  ## maintainers: TABLE=... BUDGET=... SEEDS=...; updates repo
 reports: install  ## maintainers: rewrite every report of reports/ from its ledger alone
 	$(PYTHON) -c "from lit_structattn.reproduce.runner import write_ledger_reports as w; w()"
 
-test: install  ## the test suite
-	$(PYTHON) -m pytest
+test: install  ## the test suite, in TEST_WORKERS processes
+	$(PYTHON) -m pytest $(XDIST)
 
 test-lower-bounds: install  ## the CLI tests with the lowest lightning and jsonargparse declared
 	$(PYTHON) -m venv --system-site-packages $(LOW_VENV)
 	$(LOW_VENV)/bin/python -m pip install --quiet "lightning==$(LIGHTNING_LOW)" \
 		"jsonargparse[signatures]==$(JSONARGPARSE_LOW)"
-	PYTHONPATH=$(CURDIR) $(LOW_VENV)/bin/python -m pytest -q -m "not slow" tests/test_cli.py \
-		tests/test_task_choices.py tests/test_golden.py tests/test_callbacks.py
+	PYTHONPATH=$(CURDIR) $(LOW_VENV)/bin/python -m pytest $(XDIST) -q -m "not slow" \
+		tests/test_cli.py tests/test_task_choices.py tests/test_golden.py tests/test_callbacks.py
 
 test-wheel: install  ## the built wheel in a fresh venv, run from an empty folder: a table, predict
 	rm -rf $(WHEEL_VENV) .make/dist

@@ -12,6 +12,12 @@ import torch
 if not torch.cuda.is_available():
     os.environ["TRITON_INTERPRET"] = "1"
 
+# `make test` runs the suite in pytest-xdist workers, one per core: each worker, and every process
+# its tests start, computes on one thread (workers of several threads each oversubscribe the cores).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
+
 
 def pytest_collection_modifyitems(config, items):
     """Skip the tests marked ``cuda`` on a machine where torch sees no GPU (CI has none)."""
