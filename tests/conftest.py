@@ -12,8 +12,9 @@ import torch
 if not torch.cuda.is_available():
     os.environ["TRITON_INTERPRET"] = "1"
 
-# `make test` runs the suite in pytest-xdist workers, one per core: each worker, and every process
-# its tests start, computes on one thread (workers of several threads each oversubscribe the cores).
+# `make test` runs the suite in TEST_WORKERS pytest-xdist workers (2, the CI machine's cores): each
+# worker, and every process its tests start, computes on one thread (workers of several threads
+# each oversubscribe the cores).
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["OMP_NUM_THREADS"] = "1"
     torch.set_num_threads(1)
