@@ -2,7 +2,9 @@
 # installed (any other version would pull a multi-GB CUDA build); an existing torch is kept.
 PYTHON ?= python
 TORCH_CPU ?= 2.13.0
-STAMP := .make/installed
+# one stamp per Python environment (by its sys.prefix): another venv gets its own install
+STAMP := .make/installed-$(shell $(PYTHON) -c \
+	"import hashlib, sys; print(hashlib.sha256(sys.prefix.encode()).hexdigest()[:12])")
 export HF_HUB_OFFLINE = 1
 export HF_DATASETS_OFFLINE = 1
 
@@ -19,6 +21,10 @@ JSONARGPARSE_LOW ?= 4.44.0
 LOW_VENV := .make/lower-bounds
 
 WHEEL_VENV := .make/wheel-venv
+# `$(CHILD_VENV) DIR REQS...`: a fresh venv that sees this environment's packages after its own
+# (our torch and test tools, also from inside a venv), then `pip install REQS` there with torch
+# pinned to ours, so that no other torch is downloaded
+CHILD_VENV := $(PYTHON) .ci/child_venv.py
 
 .PHONY: install demo reproduce reports test test-lower-bounds test-wheel bench gpu-check lint clean
 
@@ -45,17 +51,15 @@ test: install  ## the test suite, in TEST_WORKERS processes
 	$(PYTHON) -m pytest $(XDIST)
 
 test-lower-bounds: install  ## the CLI tests with the lowest lightning and jsonargparse declared
-	$(PYTHON) -m venv --system-site-packages $(LOW_VENV)
-	$(LOW_VENV)/bin/python -m pip install --quiet "lightning==$(LIGHTNING_LOW)" \
+	$(CHILD_VENV) $(LOW_VENV) "lightning==$(LIGHTNING_LOW)" \
 		"jsonargparse[signatures]==$(JSONARGPARSE_LOW)"
 	PYTHONPATH=$(CURDIR) $(LOW_VENV)/bin/python -m pytest $(XDIST) -q -m "not slow" \
 		tests/test_cli.py tests/test_task_choices.py tests/test_golden.py tests/test_callbacks.py
 
 test-wheel: install  ## the built wheel in a fresh venv, run from an empty folder: a table, predict
-	rm -rf $(WHEEL_VENV) .make/dist
+	rm -rf .make/dist
 	$(PYTHON) -m pip wheel --quiet --no-deps -w .make/dist .
-	$(PYTHON) -m venv --system-site-packages $(WHEEL_VENV)
-	$(WHEEL_VENV)/bin/python -m pip install --quiet --no-deps .make/dist/lit_structattn-*.whl
+	$(CHILD_VENV) $(WHEEL_VENV) --no-deps .make/dist/lit_structattn-*.whl
 	cd "$$(mktemp -d)" && PATH="$(abspath $(WHEEL_VENV))/bin:$$PATH" sh -ec '\
 		python -c "import lit_structattn as p; assert \"wheel-venv\" in p.__file__, p.__file__"; \
 		structattn experiments > experiments.txt; \
