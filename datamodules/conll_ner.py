@@ -25,8 +25,15 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from .files import MalformedLine, check_encoding, open_text, require_records
-from .tagging import TaggedSentence, TaggingDataModule, label_names, sentences_from_columns
+from .files import MalformedLine, check_encoding, check_separator, open_text, require_records
+from .limits import LengthLimit
+from .tagging import (
+    TaggedSentence,
+    TaggingDataModule,
+    bounded_sentence,
+    label_names,
+    sentences_from_columns,
+)
 
 DOCSTART = "-DOCSTART-"
 
@@ -73,27 +80,36 @@ def iob1_to_iob2(tags: Sequence[str]) -> list[str]:
     return converted
 
 
-def read_conll_ner(path: str | os.PathLike, encoding: str = "utf-8") -> list[TaggedSentence]:
-    """The ``(word, NER tag)`` sentences of a CoNLL-2002/2003 file, tags converted to IOB2.
+def read_conll_ner(path: str | os.PathLike, encoding: str = "utf-8",
+                   limit: LengthLimit | None = None) -> list[TaggedSentence]:
+    """The ``(word, NER tag)`` sentences of a CoNLL-2002/2003 file, tags converted to IOB2, each
+    within ``limit`` (:func:`~datamodules.tagging.bounded_sentence`; None: unbounded).
 
     Raises :class:`~datamodules.files.MalformedLine` (naming ``file:line``) for a token line with
     fewer than 2 columns or with a different number of columns than the file's first token line,
-    and for an invalid tag or a byte not valid in ``encoding``;
-    :class:`~datamodules.files.EmptyDataFile` for a file without sentences.
+    for an invalid tag or a byte not valid in ``encoding``, and for a sentence longer than
+    ``limit`` (its first line); :class:`~datamodules.files.EmptyDataFile` for a file without
+    sentences.
     """
-    return list(require_records(list(_iter_conll_ner(Path(path), encoding)), path, "sentences"))
+    sentences = [bounded_sentence(sentence, limit, path, line)
+                 for line, sentence in _iter_conll_ner(Path(path), encoding)]
+    if limit is not None:
+        limit.warn(path)
+    return list(require_records(sentences, path, "sentences"))
 
 
-def _iter_conll_ner(path: Path, encoding: str) -> Iterator[TaggedSentence]:
+def _iter_conll_ner(path: Path, encoding: str) -> Iterator[tuple[int, TaggedSentence]]:
+    """``(first line, sentence)`` per sentence of the file."""
     words: list[str] = []
     tags: list[str] = []
-    width = None
+    width = first = None
     with open_text(path, encoding) as lines:
         for number, line in enumerate(lines, start=1):
+            check_separator(path, number, line, in_sentence=bool(words))
             columns = line.split()
             if not columns or columns[0] == DOCSTART:
                 if words:
-                    yield TaggedSentence(tuple(words), tuple(iob1_to_iob2(tags)))
+                    yield first, TaggedSentence(tuple(words), tuple(iob1_to_iob2(tags)))
                 words, tags = [], []
                 continue
             if len(columns) < 2:
@@ -107,10 +123,12 @@ def _iter_conll_ner(path: Path, encoding: str) -> Iterator[TaggedSentence]:
             problem = check_tag(columns[-1])
             if problem is not None:
                 raise MalformedLine(path, number, problem)
+            if not words:
+                first = number
             words.append(columns[0])
             tags.append(columns[-1])
     if words:
-        yield TaggedSentence(tuple(words), tuple(iob1_to_iob2(tags)))
+        yield first, TaggedSentence(tuple(words), tuple(iob1_to_iob2(tags)))
 
 
 class CoNLLNERDataModule(TaggingDataModule):
@@ -168,7 +186,7 @@ class CoNLLNERDataModule(TaggingDataModule):
         return list(self._files().values())
 
     def read_local(self, folder: Path, split: str) -> list[TaggedSentence]:
-        return read_conll_ner(folder / self._files()[split], self.hparams.encoding)
+        return read_conll_ner(folder / self._files()[split], self.hparams.encoding, self.limit)
 
     def from_hub(self, rows: Any, features: Any) -> list[TaggedSentence]:
         """Rows with ``tokens`` and ``ner_tags`` (class ids or strings), tags made IOB2."""

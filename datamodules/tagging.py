@@ -28,10 +28,15 @@ and for word-level QE also::
 
 Raw text (a trained model's inputs, :class:`TaggingCodec`): one sentence per line, words
 separated by spaces; its batch is the same layout with the padding tag 0 as every tag.
+
+Bounded cost (:mod:`datamodules.limits`): every sentence read, from a file, the hub or raw text,
+holds at most ``max_tokens`` words (for word-level QE: MT words and source words), refused with
+its ``file:line`` or, with ``length_policy="truncate"``, cut (:func:`bounded_sentence`).
 """
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -41,17 +46,21 @@ from typing import Any, NamedTuple
 import torch
 from torch.utils.data import Dataset
 
-from lit_structattn.common.codec import TextCodec
 from lit_structattn.common.constants import PAD, PAD_ID
 
 from .batching import pad_rows
 from .files import data_root, require_files
 from .hub import load_hub_dataset
+from .limits import LIMIT_KEYS, BoundedCodec, LengthLimit, limit_from_state
 from .splits import SplitDataModule, check_loader_options
 from .vectors import load_pretrained_vectors
 from .vocabulary import Vocabulary
 
 AFFIX_ORDERS = 4
+#: the default ``max_tokens`` (words per sentence); the longest sentence of the shipped data
+#: has 1238 words (esp.train of CoNLL-2002; 202 in its test file, 159 in UD English-EWT, 124 in
+#: CoNLL-2003, 36 in the word-level QE sample)
+MAX_TOKENS = 1500
 SPLITS = ("train", "val", "test")
 HUB_SPLITS = {"train": "train", "val": "validation", "test": "test"}
 
@@ -72,6 +81,27 @@ class TaggedSentence:
     def __post_init__(self) -> None:
         if len(self.words) != len(self.tags):
             raise ValueError(f"{len(self.words)} words but {len(self.tags)} tags")
+
+
+def bounded_sentence(sentence: TaggedSentence, limit: LengthLimit | None,
+                     source: str | os.PathLike | None = None, line: int | None = None
+                     ) -> TaggedSentence:
+    """``sentence`` within ``limit`` (:meth:`~datamodules.limits.LengthLimit.cut`: words and
+    tags, and a QE sentence's source words; alignment pairs beyond a cut are dropped);
+    ``sentence`` itself when ``limit`` is None or it fits. Errors name ``source:line``."""
+    if limit is None:
+        return sentence
+    parts = (sentence.words, sentence.tags) + (() if sentence.source is None
+                                               else (sentence.source,))
+    kept = limit.cut(parts, "sentence", source, line)
+    if all(len(a) == len(b) for a, b in zip(kept, parts, strict=True)):
+        return sentence
+    if sentence.source is None:
+        return TaggedSentence(*kept)
+    words, tags, source_words = kept
+    alignment = tuple((i, j) for i, j in sentence.alignment or ()
+                      if i < len(source_words) and j < len(words))
+    return TaggedSentence(words, tags, source_words, alignment)
 
 
 # ----------------------------------------------------------------------------- vocabularies
@@ -248,22 +278,26 @@ def untagged(words: tuple[str, ...], source: tuple[str, ...] | None = None,
     return TaggedSentence(words, (PAD,) * len(words), source, alignment)
 
 
-class TaggingCodec(TextCodec):
+class TaggingCodec(BoundedCodec):
     """Raw sentences for a trained tagger (:class:`~lit_structattn.common.codec.TextCodec`):
     the data's word, affix and tag vocabularies, read with the DataModule's word features
     (:class:`SentenceEncoder`) into its batches (:func:`collate_tagged`). Unknown words and
     affixes map to ``<unk>``; a raw sentence's tags are unknown, so its ``tags`` row is the
-    padding tag 0. Blank lines are skipped.
+    padding tag 0. Blank lines are skipped. A sentence longer than ``limit`` is refused, or
+    cut (:func:`bounded_sentence`).
 
-    Attributes: ``encoder`` (the :class:`SentenceEncoder` of the vocabularies).
+    Attributes: ``encoder`` (the :class:`SentenceEncoder` of the vocabularies) and ``limit``
+    (the DataModule's :class:`~datamodules.limits.LengthLimit`; default ``MAX_TOKENS`` words,
+    refused), kept in :meth:`state`.
     """
 
     format = ("one sentence per line, words separated by spaces: "
               "Peter Blackburn visited Brussels .")
 
-    def __init__(self, vocab: Vocabulary, affix_vocab: Vocabulary, tag_vocab: Vocabulary
-                 ) -> None:
+    def __init__(self, vocab: Vocabulary, affix_vocab: Vocabulary, tag_vocab: Vocabulary,
+                 limit: LengthLimit | None = None) -> None:
         self.encoder = SentenceEncoder(vocab, affix_vocab, tag_vocab)
+        self.limit = limit or LengthLimit(MAX_TOKENS)
 
     def vocabularies(self) -> dict[str, Vocabulary]:
         """The codec's vocabularies by the name of their constructor argument."""
@@ -272,21 +306,26 @@ class TaggingCodec(TextCodec):
                 "tag_vocab": encoder.tag_vocab}
 
     def state(self) -> dict[str, Any]:
-        return {name: vocab.state() for name, vocab in self.vocabularies().items()}
+        vocabularies = {name: vocab.state() for name, vocab in self.vocabularies().items()}
+        return {**vocabularies, **self.limit.state()}
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> TaggingCodec:
-        return cls(**{name: Vocabulary.from_state(vocab) for name, vocab in state.items()})
+        """The codec of :meth:`state`; a state saved without the limit gets the default."""
+        vocabularies = {name: Vocabulary.from_state(vocab) for name, vocab in state.items()
+                        if name not in LIMIT_KEYS}
+        return cls(**vocabularies, limit=limit_from_state(state, MAX_TOKENS, "words"))
 
     def example(self, words: str | Sequence[str], source: str | Sequence[str] | None = None,
                 alignment: str | Iterable[tuple[int, int]] | None = None) -> TaggedSentence:
         """A raw sentence (a string split on whitespace, or its words) as an untagged
-        :class:`TaggedSentence`; ``ValueError`` if it is empty, or if a source sentence or an
-        alignment comes with it (only word-level QE reads them, :class:`~.word_qe.QECodec`)."""
+        :class:`TaggedSentence` within ``limit``; ``ValueError`` if it is empty or too long, or
+        if a source sentence or an alignment comes with it (only word-level QE reads them,
+        :class:`~.word_qe.QECodec`)."""
         if source is not None or alignment is not None:
             raise ValueError("a source sentence or an alignment for a tagger that reads none "
                              "(it is not a word-level QE model)")
-        return untagged(raw_words(words))
+        return bounded_sentence(untagged(raw_words(words)), self.limit)
 
     def fields(self, line: str) -> tuple[str, ...]:
         """The arguments of :meth:`example` in one raw line; ``ValueError`` if it is malformed
@@ -352,6 +391,11 @@ class TaggingDataModule(SplitDataModule):
             :meth:`setup` (:func:`~datamodules.vectors.load_pretrained_vectors`).
         vector_dim: the size of those vectors; the tagger's ``word_dim`` must be the same
             (paper: 64, the Polyglot and Lample et al. vectors; 300 for GloVe-840B).
+        max_tokens, length_policy: the most words a sentence of any split (and of the raw
+            input of the trained model) may hold, and ``"error"`` (a longer one is refused,
+            naming its ``file:line``) or ``"truncate"`` (its first ``max_tokens`` words are
+            kept, with a warning counting the sentences cut); see :mod:`datamodules.limits`.
+            Applied as the files are read, before ``max_train_length``.
 
     After :meth:`setup`: ``vocab``, ``affix_vocab``, ``tag_vocab`` (:class:`Vocabulary`),
     ``datasets`` (``train``/``val``/``test`` :class:`TaggingDataset`), ``dropped_train``
@@ -384,9 +428,12 @@ class TaggingDataModule(SplitDataModule):
         pretrained_vectors: str | None = None,
         vector_dim: int = 64,
         pin_memory: bool | None = None,
+        max_tokens: int = MAX_TOKENS,
+        length_policy: str = "error",
     ) -> None:
         super().__init__()
         check_loader_options(num_workers, pin_memory)
+        self.limit = LengthLimit(max_tokens, length_policy, "words")
         checks = (("batch_size", batch_size, 1), ("bucket_batches", bucket_batches, 1),
                   ("min_count", min_count, 1),
                   ("vector_dim", vector_dim, 1))
@@ -414,7 +461,8 @@ class TaggingDataModule(SplitDataModule):
         raise NotImplementedError
 
     def read_local(self, folder: Path, split: str) -> list[TaggedSentence]:
-        """The sentences of ``split`` (``train``/``val``/``test``) from the files in ``folder``."""
+        """The sentences of ``split`` (``train``/``val``/``test``) from the files in ``folder``,
+        within ``self.limit`` (the readers take it)."""
         raise NotImplementedError
 
     def from_hub(self, rows: Any, features: Any) -> list[TaggedSentence]:
@@ -440,7 +488,11 @@ class TaggingDataModule(SplitDataModule):
     def _hub_split(self, split: str) -> list[TaggedSentence]:
         h = self.hparams
         dataset = load_hub_dataset(h.hub_name, h.hub_config, HUB_SPLITS[split], self._local_hint())
-        return self.from_hub(dataset, getattr(dataset, "features", None))
+        where = f"{h.hub_name} {HUB_SPLITS[split]}"  # its sentences are numbered from 1
+        sentences = [bounded_sentence(sentence, self.limit, where, number) for number, sentence
+                     in enumerate(self.from_hub(dataset, getattr(dataset, "features", None)), 1)]
+        self.limit.warn(where)
+        return sentences
 
     def read_split(self, split: str) -> list[TaggedSentence]:
         """The sentences of one split, from the hub or the local folder."""
@@ -496,7 +548,7 @@ class TaggingDataModule(SplitDataModule):
     def text_codec(self) -> TaggingCodec:
         """What a trained tagger keeps to read raw sentences (its checkpoint saves it)."""
         self.set_up()
-        return TaggingCodec(self.vocab, self.affix_vocab, self.tag_vocab)
+        return TaggingCodec(self.vocab, self.affix_vocab, self.tag_vocab, self.limit)
 
     # What the tagger (EasyFirstTagger) and its task (TaggingTask) take from the data: the CLI
     # links each into the argument of the same name when it instantiates the classes, before

@@ -16,24 +16,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .files import MalformedLine, check_encoding, open_text, require_records
-from .tagging import TaggedSentence, TaggingDataModule, label_names
+from .files import MalformedLine, check_encoding, check_separator, open_text, require_records
+from .limits import LengthLimit
+from .tagging import TaggedSentence, TaggingDataModule, bounded_sentence, label_names
 
 CONLLU_COLUMNS = 10
 ID, FORM, UPOS, HEAD = 0, 1, 3, 6
 
 
-def read_conllu(path: str | os.PathLike, encoding: str = "utf-8") -> list[TaggedSentence]:
-    """The ``(FORM, UPOS)`` sentences of a CoNLL-U file (plain or ``.gz``).
+def read_conllu(path: str | os.PathLike, encoding: str = "utf-8",
+                limit: LengthLimit | None = None) -> list[TaggedSentence]:
+    """The ``(FORM, UPOS)`` sentences of a CoNLL-U file (plain or ``.gz``), each within
+    ``limit`` (:func:`~datamodules.tagging.bounded_sentence`; None: unbounded).
 
     Raises :class:`~datamodules.files.MalformedLine` (naming ``file:line``) for a line with a
     number of tab-separated columns other than 10, an ID that is not an integer, a range
-    ``a-b`` or a decimal ``a.b``, an integer ID out of sequence, an empty FORM/UPOS, or a byte
-    not valid in ``encoding``; :class:`~datamodules.files.EmptyDataFile` for a file without
-    sentences.
+    ``a-b`` or a decimal ``a.b``, an integer ID out of sequence, an empty FORM/UPOS, a byte
+    not valid in ``encoding``, or a sentence longer than ``limit`` (its first word's line);
+    :class:`~datamodules.files.EmptyDataFile` for a file without sentences.
     """
-    sentences = [TaggedSentence(words, tags)
-                 for words, tags, _ in _iter_conllu(Path(path), encoding)]
+    sentences = [bounded_sentence(TaggedSentence(words, tags), limit, path, line)
+                 for words, tags, _, line in _iter_conllu(Path(path), encoding)]
+    if limit is not None:
+        limit.warn(path)
     return list(require_records(sentences, path, "sentences"))
 
 
@@ -50,23 +55,26 @@ def read_conllu_trees(path: str | os.PathLike, encoding: str = "utf-8") -> list[
     """The ``(FORM, HEAD)`` sentences of a CoNLL-U file (plain or ``.gz``), with the checks of
     :func:`read_conllu` and also :class:`~datamodules.files.MalformedLine` for a HEAD that is not
     an integer in ``[0, sentence length]`` or that points at the word itself."""
-    trees = [DependencyTree(words, heads) for words, _, heads in _iter_conllu(Path(path), encoding)]
+    trees = [DependencyTree(words, heads)
+             for words, _, heads, _ in _iter_conllu(Path(path), encoding)]
     return list(require_records(trees, path, "sentences"))
 
 
 def _iter_conllu(
     path: Path, encoding: str
-) -> Iterator[tuple[tuple[str, ...], tuple[str, ...], tuple[int, ...]]]:
-    """``(words, tags, heads)`` per sentence; HEAD is checked at the end of each sentence."""
+) -> Iterator[tuple[tuple[str, ...], tuple[str, ...], tuple[int, ...], int]]:
+    """``(words, tags, heads, line of the first word)`` per sentence; HEAD is checked at the
+    end of each sentence."""
     words: list[str] = []
     tags: list[str] = []
     heads: list[tuple[str, int]] = []  # (HEAD column, line number)
     with open_text(path, encoding) as lines:
         for number, line in enumerate(lines, start=1):
+            check_separator(path, number, line, in_sentence=bool(words))
             line = line.rstrip("\r\n")
             if not line.strip():
                 if words:
-                    yield tuple(words), tuple(tags), _check_heads(path, heads)
+                    yield tuple(words), tuple(tags), _check_heads(path, heads), heads[0][1]
                 words, tags, heads = [], [], []
                 continue
             if line.startswith("#"):
@@ -91,7 +99,7 @@ def _iter_conllu(
             tags.append(upos)
             heads.append((columns[HEAD], number))
     if words:
-        yield tuple(words), tuple(tags), _check_heads(path, heads)
+        yield tuple(words), tuple(tags), _check_heads(path, heads), heads[0][1]
 
 
 def _check_heads(path: Path, heads: list[tuple[str, int]]) -> tuple[int, ...]:
@@ -160,7 +168,7 @@ class UDPOSDataModule(TaggingDataModule):
         return list(self._files().values())
 
     def read_local(self, folder: Path, split: str) -> list[TaggedSentence]:
-        return read_conllu(folder / self._files()[split], self.hparams.encoding)
+        return read_conllu(folder / self._files()[split], self.hparams.encoding, self.limit)
 
     def from_hub(self, rows: Any, features: Any) -> list[TaggedSentence]:
         """Rows with ``tokens`` and ``upos`` (class ids or strings); ``_`` tags (multiword

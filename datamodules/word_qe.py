@@ -27,11 +27,13 @@ from lightning.pytorch.utilities import rank_zero_warn
 from lit_structattn.common.constants import PAD
 
 from .files import MalformedLine, check_encoding, open_text, require_files, require_records
+from .limits import LengthLimit
 from .tagging import (
     SentenceEncoder,
     TaggedSentence,
     TaggingCodec,
     TaggingDataModule,
+    bounded_sentence,
     label_names,
     raw_words,
     untagged,
@@ -43,13 +45,17 @@ _PAIR = re.compile(r"^(\d+)-(\d+)$")
 EXTENSIONS = ("src", "mt", "tags", "align")
 
 
-def read_word_qe(prefix: str | os.PathLike, encoding: str = "utf-8") -> list[TaggedSentence]:
-    """The sentences of one split from ``{prefix}.src/.mt/.tags/.align``.
+def read_word_qe(prefix: str | os.PathLike, encoding: str = "utf-8",
+                 limit: LengthLimit | None = None) -> list[TaggedSentence]:
+    """The sentences of one split from ``{prefix}.src/.mt/.tags/.align``, each within
+    ``limit`` (MT and source words, :func:`~datamodules.tagging.bounded_sentence`; None:
+    unbounded).
 
     Raises :class:`~datamodules.files.MalformedLine` (naming ``file:line``) if the files have
     different numbers of lines, a sentence is empty, the tag count differs from the MT word count,
     a tag is not OK/BAD, or an alignment pair is not ``i-j`` with ``i`` < source length and
-    ``j`` < MT length, or a byte is not valid in ``encoding``;
+    ``j`` < MT length, a byte is not valid in ``encoding``, or a sentence is longer than
+    ``limit`` (named in the ``.mt`` file);
     :class:`~datamodules.files.EmptyDataFile` (naming the ``.mt`` file) for a split without
     sentences.
     """
@@ -90,7 +96,11 @@ def read_word_qe(prefix: str | os.PathLike, encoding: str = "utf-8") -> list[Tag
                                           len(mt))
         except ValueError as error:
             raise MalformedLine(paths["align"], number, str(error)) from None
-        sentences.append(TaggedSentence(tuple(mt), tuple(tags), tuple(source), alignment))
+        sentences.append(bounded_sentence(
+            TaggedSentence(tuple(mt), tuple(tags), tuple(source), alignment), limit,
+            paths["mt"], number))
+    if limit is not None:
+        limit.warn(paths["mt"])
     return sentences
 
 
@@ -129,8 +139,8 @@ class QECodec(TaggingCodec):
               "das Haus ist klein<TAB>the house is small<TAB>0-0 1-1 2-2 3-3")
 
     def __init__(self, vocab: Vocabulary, affix_vocab: Vocabulary, tag_vocab: Vocabulary,
-                 source_vocab: Vocabulary) -> None:
-        super().__init__(vocab, affix_vocab, tag_vocab)
+                 source_vocab: Vocabulary, limit: LengthLimit | None = None) -> None:
+        super().__init__(vocab, affix_vocab, tag_vocab, limit)
         self.encoder.source_vocab = source_vocab
 
     def vocabularies(self) -> dict[str, Vocabulary]:
@@ -140,15 +150,17 @@ class QECodec(TaggingCodec):
                 alignment: str | Iterable[tuple[int, int]] | None = None) -> TaggedSentence:
         """An MT sentence with its ``source`` sentence (each a string split on whitespace, or
         its words) and their ``alignment`` (an alignment line ``"0-0 1-2"``, or
-        ``(source i, MT j)`` pairs, 0-based) as an untagged :class:`TaggedSentence`;
-        ``ValueError`` if one is missing or empty, or a pair is malformed or out of range."""
+        ``(source i, MT j)`` pairs, 0-based) as an untagged :class:`TaggedSentence` within
+        ``limit``; ``ValueError`` if one is missing or empty, a pair is malformed or out of
+        range, or a sentence is too long."""
         if source is None or alignment is None:
             raise ValueError("a word-level QE model reads every MT sentence with its source "
                              "sentence and their alignment")
         mt, source = raw_words(words, "MT sentence"), raw_words(source, "source sentence")
         if isinstance(alignment, str):
             alignment = parse_alignment(alignment)
-        return untagged(mt, source, checked_alignment(alignment, len(source), len(mt)))
+        sentence = untagged(mt, source, checked_alignment(alignment, len(source), len(mt)))
+        return bounded_sentence(sentence, self.limit)
 
     def fields(self, line: str) -> tuple[str, ...]:
         """The MT sentence, source sentence and alignment of a line; ``ValueError`` unless it
@@ -223,7 +235,7 @@ class WordQEDataModule(TaggingDataModule):
             if not (folder / f"{prefix}.tags").is_file():
                 return self._test_from_val(f"{folder / prefix}.tags does not exist")
             require_files(folder, [f"{prefix}.{ext}" for ext in EXTENSIONS], self.source_hint)
-        return read_word_qe(folder / prefix, self.hparams.encoding)
+        return read_word_qe(folder / prefix, self.hparams.encoding, self.limit)
 
     def _test_from_val(self, why: str) -> list[TaggedSentence]:
         rank_zero_warn(f"{type(self).__name__}: the test split has no tags ({why}); the test "
@@ -265,7 +277,8 @@ class WordQEDataModule(TaggingDataModule):
     def text_codec(self) -> QECodec:
         """What a trained QE tagger keeps to read raw examples (its checkpoint saves it)."""
         self.set_up()
-        return QECodec(self.vocab, self.affix_vocab, self.tag_vocab, self.source_vocab)
+        return QECodec(self.vocab, self.affix_vocab, self.tag_vocab, self.source_vocab,
+                       self.limit)
 
     @property
     def source_vocab_size(self) -> int:
