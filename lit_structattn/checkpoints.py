@@ -1,5 +1,13 @@
-"""Checkpoint files that survive interruption: written whole, found intact.
+"""Checkpoint files that survive interruption and cannot run code: written whole, found intact,
+read as data.
 
+* :func:`read_checkpoint` is how the project reads a checkpoint: with
+  ``torch.load(weights_only=True)``, which unpickles tensors and plain Python values only. A
+  file that asks for any other Python object (a pickled ``os.system`` call, or a model object
+  kept in the hyper-parameters by an old task built in Python) is refused with one line naming
+  the file and the objects it asks for (:class:`UnsafeCheckpoint`); a file that is not a
+  complete checkpoint is refused likewise (:class:`UnreadableCheckpoint`). ``trusted=True`` is
+  the deliberate opt-in for legacy files from a trusted source: a full unpickling.
 * :class:`AtomicCheckpointIO` writes a checkpoint to a temporary file in its own folder and
   renames it into place, so a process killed while writing leaves the previous file intact
   (never a truncated ``last.ckpt``).
@@ -10,14 +18,88 @@
 
 from __future__ import annotations
 
+import io
 import os
+import pickle
 import sys
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
+
+
+class UnreadableCheckpoint(ValueError):
+    """A file given as a checkpoint that is not one: truncated, or not written by ``torch.save``."""
+
+
+class UnsafeCheckpoint(ValueError):
+    """A checkpoint that holds Python objects other than tensors and plain values: loading it
+    would run code of the file's choosing."""
+
+
+TRUST_HINT = ("load only checkpoints you trust, then with load_task(path, trusted=True) or "
+              "structattn predict --trust_checkpoint")
+
+
+def read_checkpoint(source: str | os.PathLike | IO[bytes], name: str | None = None,
+                    trusted: bool = False) -> dict[str, Any]:
+    """The checkpoint in ``source`` (a path or a binary file object) as a dict, its tensors on
+    the CPU, unpickled as data only (``weights_only=True``) unless ``trusted``.
+
+    Args:
+        source: the checkpoint file, or its bytes as a file object.
+        name: how errors name the file (default: ``source`` when it is a path).
+        trusted: unpickle in full (any Python object, any code it calls): only for legacy
+            checkpoints from a source you trust.
+
+    Raises:
+        UnsafeCheckpoint: the file holds Python objects beyond tensors and plain values.
+        UnreadableCheckpoint: the file is not a complete checkpoint.
+    """
+    name = name or str(source)
+    data = source if hasattr(source, "read") else open(source, "rb")  # noqa: SIM115
+    try:
+        return torch.load(data, map_location="cpu", weights_only=not trusted)
+    except pickle.UnpicklingError as error:
+        objects = _python_objects(data) if "Weights only load failed" in str(error) else []
+        if objects:
+            raise UnsafeCheckpoint(
+                f"{name}: refused: the checkpoint holds Python objects that could run code "
+                f"when loaded ({', '.join(objects)}); {TRUST_HINT}") from None
+        raise UnreadableCheckpoint(_not_a_checkpoint(name, error)) from None
+    except (RuntimeError, OSError, EOFError, KeyError, ValueError) as error:
+        raise UnreadableCheckpoint(_not_a_checkpoint(name, error)) from None
+    finally:
+        if data is not source:
+            data.close()
+
+
+def _python_objects(data: IO[bytes]) -> list[str]:
+    """The Python objects (``module.name``) beyond plain data that the checkpoint in ``data``
+    asks for; empty when it is not a checkpoint at all."""
+    data.seek(0)
+    try:
+        return torch.serialization.get_unsafe_globals_in_checkpoint(data)
+    except (ValueError, RuntimeError):
+        return []
+
+
+def _not_a_checkpoint(name: str, error: BaseException) -> str:
+    cause = str(error).strip().splitlines()[0].split(". ")[0]
+    return (f"{name}: not a checkpoint: truncated, or not written by torch.save "
+            f"({type(error).__name__}: {cause})")
+
+
+def checkpoint_bytes(path: str | os.PathLike, trusted: bool = False) -> tuple[dict, io.BytesIO]:
+    """The checkpoint at ``path`` read once: as :func:`read_checkpoint` gives it, and as its
+    bytes, for a loader that reads the same file again (Lightning's ``load_from_checkpoint``)
+    to read exactly what was checked."""
+    buffer = io.BytesIO(Path(path).read_bytes())
+    checkpoint = read_checkpoint(buffer, str(path), trusted)
+    buffer.seek(0)
+    return checkpoint, buffer
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -77,6 +159,7 @@ def resolve_checkpoint(alias: str, root: Path) -> str:
     Raises:
         ValueError: no intact checkpoint under ``root``, or (``best``) the newest one records
             no best checkpoint that still exists.
+        UnsafeCheckpoint: (``best``) the newest checkpoint is not plain data.
     """
     found = resumable_checkpoint(root)
     if found is None:
@@ -86,7 +169,7 @@ def resolve_checkpoint(alias: str, root: Path) -> str:
         )
     if alias == "last":
         return str(found)
-    states = torch.load(found, map_location="cpu", weights_only=False).get("callbacks", {})
+    states = read_checkpoint(found).get("callbacks", {})
     best = [  # from the checkpoint callbacks that monitor a metric
         s.get("best_model_path") for k, s in states.items()
         if k.startswith("ModelCheckpoint") and "'monitor': None" not in k

@@ -15,8 +15,10 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from .allocator import steady_allocator, steady_allocator_wanted
-from .checkpoints import AtomicCheckpointIO, resolve_checkpoint
+from .checkpoints import AtomicCheckpointIO, read_checkpoint, resolve_checkpoint
 from .interruption import ResumableFit
+from .run_folders import RunFolderLock, claim_version_folders
+from .training_guards import FiniteLoss
 
 #: The arguments of a task's ``model`` that come from the data. A DataModule with an attribute
 #: of that name gives the value: the CLI links ``data.<name>`` to ``model.init_args.model.
@@ -53,16 +55,23 @@ def package_version() -> str:
 class StructAttnCLI(LightningCLI):
     """LightningCLI whose parsers take options by their full name only, raise their errors to
     :func:`main` (which words them) and list ``--version``, ``--debug``, ``reproduce`` and
-    ``experiments``, with three changes to ``--ckpt_path``.
+    ``experiments``, and these changes:
 
     * ``last`` and ``best`` name the newest ``last.ckpt`` under ``trainer.default_root_dir``
       and the best checkpoint recorded in it, in any process (Lightning resolves them only
       within the process that trained): ``fit --ckpt_path last`` resumes an interrupted run.
+    * A checkpoint file is read as data first (:func:`~.checkpoints.read_checkpoint`): one
+      that holds other Python objects, or is not a checkpoint, is refused in one line.
     * A resumed fit keeps its checkpoints beside the one it resumes from
       (:func:`keep_checkpoint_folder`), so its best epoch before the interruption still counts.
+    * A run never writes into another run's folder: each logger of a trainer takes its own
+      ``version_<n>`` folder, and a run without one locks ``default_root_dir``
+      (:mod:`~.run_folders`).
     * Every trainer writes its checkpoints whole (:class:`~.checkpoints.AtomicCheckpointIO`)
       and stops at a training step with a checkpoint on SIGINT/SIGTERM, from which a resumed
       fit continues as the uninterrupted one would (:class:`~.interruption.ResumableFit`).
+    * A fit ends at its first NaN or infinite training loss, naming the step
+      (:class:`~.training_guards.FiniteLoss`).
     * The configuration the user gave is kept. Lightning's CLI replaces the model's arguments
       by the checkpoint's hyper-parameters, silently ignoring the command line
       (``--model.init_args.test_beam 1`` at test time, say); here a checkpoint whose weights do
@@ -112,7 +121,10 @@ class StructAttnCLI(LightningCLI):
             self.config = parser.parse_args(args)
 
     def _instantiate_trainer(self, config: dict, callbacks: list) -> L.Trainer:
-        trainer = super()._instantiate_trainer(config, [*callbacks, ResumableFit()])
+        trainer = super()._instantiate_trainer(config,
+                                               [RunFolderLock(), *callbacks, ResumableFit(),
+                                                FiniteLoss()])
+        claim_version_folders(trainer)
         if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:  # not one the user chose
             trainer.strategy.checkpoint_io = AtomicCheckpointIO()
         if steady_allocator_wanted(isinstance(trainer.accelerator, CPUAccelerator)):
@@ -127,6 +139,8 @@ class StructAttnCLI(LightningCLI):
         if config.get("ckpt_path") in ("last", "best"):
             root = config.trainer.default_root_dir or "."
             config.ckpt_path = resolve_checkpoint(config.ckpt_path, Path(root))
+        if config.get("ckpt_path") and Path(config.ckpt_path).is_file():
+            read_checkpoint(config.ckpt_path)  # data only, or refused in one line
 
     def before_fit(self) -> None:
         checkpoint = self.config["fit"].get("ckpt_path")

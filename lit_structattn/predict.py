@@ -6,6 +6,12 @@ tag sets, subword model) travel in it, so no config and no training data are rea
 family reads its natural format (``--formats`` lists them); the records hold the prediction
 and its attention (marginals where the attention is structured). ``structattn predict
 --config ...`` without ``--input`` is LightningCLI's predict over a DataModule's test split.
+
+The checkpoint is read as data (a file holding other Python objects is refused, see
+:func:`~lit_structattn.checkpoints.read_checkpoint`; ``--trust_checkpoint`` lifts that for a
+legacy file you trust). The output file appears only once every input line parsed and every
+prediction succeeded: the records go to a temporary file beside it, renamed at the end, so a
+bad line or a crash leaves an existing ``--output`` as it was.
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ import sys
 from pathlib import Path
 
 import torch
+
+from datamodules.files import atomic_path, open_text
 
 from .tasks.base import load_task
 
@@ -40,10 +48,12 @@ def _formats() -> str:
 
 
 def predict_file(checkpoint: str | Path, lines: list[str], output, source: str = "<input>",
-                 batch_size: int = 32, device: str = "cpu", progress: bool = False) -> int:
+                 batch_size: int = 32, device: str = "cpu", progress: bool = False,
+                 trusted: bool = False) -> int:
     """Write the predictions of the raw ``lines`` (the checkpoint family's format) to the
-    text stream ``output`` as JSONL; returns how many records it wrote."""
-    task = load_task(checkpoint, map_location=device)
+    text stream ``output`` as JSONL; returns how many records it wrote. ``trusted``: see
+    :func:`~lit_structattn.tasks.base.load_task`."""
+    task = load_task(checkpoint, map_location=device, trusted=trusted)
     examples = task.text_codec.parse(lines, source)
     starts = range(0, len(examples), batch_size)
     if progress:
@@ -76,22 +86,32 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
                         help="where the model runs (default: %(default)s)")
+    parser.add_argument("--trust_checkpoint", action="store_true",
+                        help="unpickle the checkpoint in full, Python objects and all: only for "
+                        "a legacy checkpoint from a source you trust (it can run code)")
     args = parser.parse_args(argv)
     if not args.ckpt_path.is_file():
         raise FileNotFoundError(f"--ckpt_path: no checkpoint at {args.ckpt_path}")
-    if args.input == "-":
-        lines, source = sys.stdin.read().splitlines(), "<stdin>"
-    else:
-        path = Path(args.input)
-        if not path.is_file():
-            raise FileNotFoundError(f"--input: no file at {path}")
-        lines, source = path.read_text(encoding="utf-8").splitlines(), str(path)
+    lines, source = read_input(args.input)
+    run = dict(source=source, batch_size=args.batch_size, device=args.device,
+               trusted=args.trust_checkpoint)
     if args.output == "-":
-        predict_file(args.ckpt_path, lines, sys.stdout, source, args.batch_size, args.device)
+        predict_file(args.ckpt_path, lines, sys.stdout, **run)
         return
     output = Path(args.output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    with output.open("w", encoding="utf-8") as out:
-        count = predict_file(args.ckpt_path, lines, out, source, args.batch_size, args.device,
-                             progress=sys.stderr.isatty())
+    with atomic_path(output) as partial, partial.open("w", encoding="utf-8") as out:
+        count = predict_file(args.ckpt_path, lines, out, progress=sys.stderr.isatty(), **run)
     print(f"{count} predictions written to {output}", file=sys.stderr)
+
+
+def read_input(name: str) -> tuple[list[str], str]:
+    """The lines of ``--input`` (a file, or ``-`` for standard input) and how errors name it.
+    ``FileNotFoundError`` for a missing file; :class:`~datamodules.files.MalformedLine`
+    (``file:line``) for bytes that are not UTF-8."""
+    if name == "-":
+        return sys.stdin.read().splitlines(), "<stdin>"
+    path = Path(name)
+    if not path.is_file():
+        raise FileNotFoundError(f"--input: no file at {path}")
+    with open_text(path) as text:
+        return text.read().splitlines(), str(path)

@@ -24,7 +24,6 @@ def small_run(tmp_path: Path) -> list[str]:
     return [
         "--config", str(CONFIG),
         "--trainer.default_root_dir", str(tmp_path),
-        "--trainer.logger.init_args.save_dir", str(tmp_path),
         "--trainer.callbacks.init_args.dirpath", str(tmp_path / "checkpoints"),
         "--data.init_args.num_train", "256",
         "--trainer.enable_progress_bar", "false",

@@ -7,7 +7,9 @@ overrides), then the seed and the run folder.
 Each finished run writes ``runs/reproduce/<table>/<budget>/<row>/seed<k>/result.json``; a run
 whose result exists is not repeated, so an interrupted reproduction resumes where it stopped
 (and seeds can be spread over several processes with ``--first-seed``); an interrupted run
-continues from its newest ``last.ckpt`` when its configuration saves one. TensorBoard logs and
+continues from its newest ``last.ckpt`` when its configuration saves one. A run holds a lock
+beside its folder (``<row>/.seed<k>.lock``) while it runs: a second reproduction on the same
+root waits for it and takes its result instead of training it again. TensorBoard logs and
 checkpoints of a run go to the same folder.
 
 With ``--ledger`` (maintainers) the CLI also files every result in the results ledger,
@@ -34,6 +36,7 @@ from pathlib import Path
 import torch
 
 from ..common.checks import check_choice
+from ..run_folders import folder_lock
 from .tables import BUDGETS, TABLES, Row, Table
 
 REPORTS = Path(__file__).resolve().parents[2] / "reports"
@@ -115,17 +118,27 @@ def run_one(
     tests that row's best checkpoint. The wall time of a run resumed from a checkpoint
     includes its earlier parts up to that checkpoint (a :class:`FitClock` is saved with it).
     ``trainer``: options of the Lightning Trainer that override the configs' (``{"accelerator":
-    "cuda", "precision": "bf16-mixed"}``), recorded with the result and the device it ran on."""
-    # Lightning is imported only when needed
+    "cuda", "precision": "bf16-mixed"}``), recorded with the result and the device it ran on.
+    A run that another process is running (the same root, row and seed) is waited for."""
+    out = _run_dir(table, row, budget, seed, root)
+    stored = _stored(table, row, budget, seed, root, results)
+    if stored is not None:
+        return stored
+    # one process per run: a second waits for the first, then finds its result
+    with folder_lock(out.parent, f".seed{seed}.lock", wait=True,
+                     what=f"{table.name} '{row.name}' seed {seed}"):
+        stored = _stored(table, row, budget, seed, root, results)
+        return stored or _fit_and_test(table, row, budget, seed, out, root, results, trainer)
+
+
+def _fit_and_test(table: Table, row: Row, budget: str, seed: int, out: Path, root: Path,
+                  results: Path | None, trainer: dict[str, str] | None) -> dict:
+    """:func:`run_one`'s run itself, in the run folder ``out`` (whose lock the caller holds)."""
     from ..callbacks import FitClock
     from ..checkpoints import resumable_checkpoint
     from ..lightning_cli import build_cli, keep_checkpoint_folder
 
-    out = _run_dir(table, row, budget, seed, root)
     result_file = out / "result.json"
-    stored = _stored(table, row, budget, seed, root, results)
-    if stored is not None:
-        return stored
     checkpoint, tested_notes = None, {}
     if row.test_of is not None:
         checkpoint, tested_notes = _tested_checkpoint(table, row, budget, seed, root, results,

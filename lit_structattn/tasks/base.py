@@ -18,6 +18,7 @@ from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from lightning.pytorch.utilities import move_data_to_device
 from torchmetrics import MeanMetric
 
+from ..checkpoints import checkpoint_bytes
 from ..common.codec import (
     CODEC_KEY,
     TASK_KEY,
@@ -183,11 +184,22 @@ def flat_hyperparameters(hparams: Mapping[str, Any], prefix: str = "") -> dict[s
     return flat
 
 
-def load_task(checkpoint_path: str | Path, map_location: Any = "cpu") -> Task:
+def load_task(checkpoint_path: str | Path, map_location: Any = "cpu",
+              trusted: bool = False) -> Task:
     """The task of a checkpoint, whatever its class (the checkpoint names it), with its text
     codec, in evaluation mode: ``load_task("best.ckpt").predict_text(["( + 1 2 )"])``.
-    The checkpoint is unpickled in full: load only checkpoints you trust."""
-    checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=False)
+
+    The checkpoint is read as data (:func:`~lit_structattn.checkpoints.read_checkpoint`): one
+    that holds other Python objects is refused, unless ``trusted`` (a legacy checkpoint of a
+    task built in Python, whose hyper-parameters keep its model object, from a source you
+    trust).
+
+    Raises:
+        UnsafeCheckpoint, UnreadableCheckpoint: see :func:`~lit_structattn.checkpoints.
+            read_checkpoint`.
+        ValueError: the checkpoint names no task class of this project.
+    """
+    checkpoint, data = checkpoint_bytes(checkpoint_path, trusted)
     name = checkpoint.get(TASK_KEY)
     if name is None:
         raise ValueError(f"{checkpoint_path}: the checkpoint names no task class (saved before "
@@ -195,9 +207,8 @@ def load_task(checkpoint_path: str | Path, map_location: Any = "cpu") -> Task:
     cls = import_class(name)
     if not (isinstance(cls, type) and issubclass(cls, Task)):
         raise ValueError(f"{checkpoint_path}: {name} is not a lit_structattn task")
-    # A task built in Python keeps its model object in its hyper-parameters (one built by the
-    # CLI keeps the model's config), which only a full unpickling reads; Lightning < 2.6 always
-    # unpickles in full and has no such argument.
-    full = ({"weights_only": False}
+    # Lightning reads the very bytes checked above; Lightning < 2.6 has no weights_only
+    # argument (and unpickles in full: safe here, the bytes were read as data first).
+    full = ({"weights_only": not trusted}
             if "weights_only" in inspect.signature(cls.load_from_checkpoint).parameters else {})
-    return cls.load_from_checkpoint(checkpoint_path, map_location=map_location, **full).eval()
+    return cls.load_from_checkpoint(data, map_location=map_location, **full).eval()
