@@ -11,6 +11,9 @@
   that does not decode is a :class:`MalformedLine` naming the file, line and byte offset (no
   silent fallback to another encoding: a latin-1 file, such as the original CoNLL-2002
   distribution, is read with ``encoding="latin-1"`` named explicitly).
+- :class:`UnreadableFile`: a data file this user may not read, named with what to do.
+- :func:`check_separator`: the rule for blank lines in CoNLL-style files (an empty line ends a
+  sentence; a line of only whitespace inside a sentence is refused, not taken as one).
 - :func:`check_encoding`: an encoding argument checked at construction.
 - :func:`require_records`: the check every reader applies to what it read from a file: an empty
   file (or one with nothing but skipped lines) is an :class:`EmptyDataFile` naming the file.
@@ -126,12 +129,16 @@ def open_text(path: str | os.PathLike, encoding: str = "utf-8") -> TextIO:
     ``encoding`` is any Python codec (default UTF-8); decoding is strict: a byte sequence that is
     not valid in ``encoding`` raises :class:`MalformedLine` naming the file, the line and the
     byte offset (of the uncompressed text), with the advice to name the file's encoding. Newlines
-    are universal (``\\r\\n`` reads as ``\\n``). Use it as a context manager.
+    are universal (``\\r\\n`` reads as ``\\n``). Use it as a context manager. Raises
+    :class:`UnreadableFile` when this user may not read ``path``.
     """
     path = Path(path)
     check_encoding(encoding)
-    with path.open("rb") as raw:
-        compressed = raw.read(2) == _GZIP_MAGIC
+    try:
+        with path.open("rb") as raw:
+            compressed = raw.read(2) == _GZIP_MAGIC
+    except PermissionError:
+        raise UnreadableFile(path) from None
     if compressed:
         handle = gzip.open(path, "rt", encoding=encoding, newline=None)
     else:
@@ -239,3 +246,28 @@ class MalformedLine(ValueError):
 
     def __reduce__(self):  # picklable across DataLoader workers / DDP processes
         return type(self), (self.path, self.line, self.problem)
+
+
+class UnreadableFile(ValueError):
+    """A data file that this user may not read (``PermissionError``); the message names it and
+    says what to do. Attribute: ``path``."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        super().__init__(f"{self.path}: permission denied: this user may not read the file. "
+                         "Make it readable (chmod a+r, or ask its owner), or copy the data to "
+                         "a folder of yours and point data_dir there")
+
+    def __reduce__(self):  # picklable across DataLoader workers / DDP processes
+        return type(self), (self.path,)
+
+
+def check_separator(path: str | os.PathLike, number: int, line: str, in_sentence: bool) -> None:
+    """The blank-line rule of CoNLL-style files, for line ``number`` of ``path``: an empty line
+    ends a sentence, and so does a line of only whitespace between sentences; inside a sentence
+    (``in_sentence``) such a line is a :class:`MalformedLine`, not a silent split in two (none
+    of the shared datasets has one)."""
+    if in_sentence and line.strip("\r\n") and not line.strip():
+        raise MalformedLine(path, number, "a line of only whitespace inside a sentence; "
+                            "sentences are separated by empty lines (if the sentence ends "
+                            "here, make the line empty; if it goes on, delete the line)")

@@ -15,8 +15,10 @@ file when there is none of that name here (:mod:`lit_structattn.experiments`).
 Models and data are chosen in the config by ``class_path`` (e.g.
 ``lit_structattn.tasks.SequenceClassifier`` and ``datamodules.NeedleDataModule``).
 
-A user error (an unknown name or config key, a malformed data file, infeasible bounds) ends the
-command with one short message on stderr and exit status 2; ``--debug`` (anywhere on the command
+A user error (an unknown name or config key, a value of the wrong type, a config file that is not
+YAML, a malformed or unreadable data file, a folder it may not write, infeasible bounds, a
+training loss that became NaN) ends the command with one short message on stderr, naming the
+file and line where there is one, and exit status 2; ``--debug`` (anywhere on the command
 line) or ``STRUCTATTN_DEBUG=1`` shows the traceback instead. Ctrl-C (or SIGTERM) during a fit
 writes ``last.ckpt`` at the step it stopped and exits with status 130; the same command with
 ``--ckpt_path last`` resumes there.
@@ -32,8 +34,12 @@ import re
 import sys
 import traceback
 from argparse import ArgumentError
+from itertools import pairwise
+from pathlib import Path
 
 import lightning as L
+import yaml
+from lightning.fabric.utilities.exceptions import MisconfigurationException
 
 from . import experiments
 from .interruption import FitInterrupted
@@ -63,7 +69,9 @@ def main(args: list[str] | None = None) -> None:
 
             predict_raw(args[1:])
             return
-        build_cli(experiments.expand(args))
+        expanded = experiments.expand(args)
+        check_config_files(expanded)
+        build_cli(expanded)
     except FitInterrupted as interrupted:
         print(f"structattn: {interrupted}", file=sys.stderr)
         sys.exit(130)
@@ -78,7 +86,34 @@ def main(args: list[str] | None = None) -> None:
         sys.exit(2)
 
 
-USER_ERRORS = (ArgumentError, ValueError, FileNotFoundError, NotADirectoryError)
+USER_ERRORS = (ArgumentError, ValueError, FileNotFoundError, NotADirectoryError,
+               PermissionError, MisconfigurationException)
+
+
+def check_config_files(args: list[str]) -> None:
+    """Each ``--config FILE`` in ``args`` (as :func:`~.experiments.expand` leaves them) that
+    names a file must be YAML: else ``ValueError`` naming ``FILE:line:column`` and the problem
+    (jsonargparse, which reads the file as a string, names only ``"<unicode string>"``)."""
+    for option, value in pairwise(args):
+        if option != "--config" or not Path(value).is_file():
+            continue
+        try:
+            yaml.compose(Path(value).read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
+        except yaml.MarkedYAMLError as error:
+            raise ValueError(f"{value}:{yaml_problem(error)}") from None
+
+
+def yaml_problem(error: yaml.MarkedYAMLError) -> str:
+    """``line:column: not valid YAML: problem (context at line:column)`` of ``error``, lines
+    and columns counted from 1."""
+    mark, start = error.problem_mark or error.context_mark, error.context_mark
+    text = f"{mark.line + 1}:{mark.column + 1}: not valid YAML: {error.problem or error.context}"
+    if error.context and error.problem:
+        text += f" ({error.context}"
+        if start is not None and (start.line, start.column) != (mark.line, mark.column):
+            text += f" at line {start.line + 1}, column {start.column + 1}"
+        text += ")"
+    return text
 
 
 def user_error(error: BaseException) -> str:
@@ -94,6 +129,10 @@ def user_error(error: BaseException) -> str:
     chosen = own[-1] if own else chain[0]
     if isinstance(chosen, ArgumentError):
         return parser_message(str(chosen))
+    if isinstance(chosen, PermissionError):
+        return (f"permission denied: {chosen.filename} (this user may not read or write it). "
+                "Change its permissions (chmod, chown) or choose another path (a run's folder: "
+                "--trainer.default_root_dir)")
     message = str(chosen)
     built = _class_being_built(chosen)
     return f"{message}\n  (in {built})" if built else message
@@ -103,6 +142,9 @@ def parser_message(text: str) -> str:
     """jsonargparse's error ``text`` without its dump: the key, then the reasons given by the
     types it tried (not the ``NoneType`` alternative), with the options a class accepts when
     one was refused and the choices of a ``Literal`` as "unknown value ...; valid: ..."."""
+    wrong_type = _wrong_type(text)
+    if wrong_type:
+        return wrong_type
     lines = text.splitlines()
     if "Errors:" not in text:
         return _LITERAL.sub(_unknown_value, "\n".join(
@@ -122,6 +164,43 @@ def parser_message(text: str) -> str:
         if options:
             message += f"; valid: {', '.join(options)}"
     return _LITERAL.sub(_unknown_value, message)
+
+
+_KEY = re.compile(r'^( *).*?Parser key "([^"]+)"', re.M)
+_EXPECTED_CLASS = re.compile(r"Expected a <class '([\w.]+)'>")
+_GIVEN = re.compile(r"(?:Given|Got) value: (.*?)(?:\. Got value: |$)", re.M)
+
+
+def _wrong_type(text: str) -> str | None:
+    """"the value of KEY must be a T, not 'V'" when jsonargparse's error ``text`` says that the
+    value of its innermost key has none of the types it takes (plain classes, e.g. a float
+    ``lr``), with the key's full name (``model.init_args.optimizer.init_args.lr``); else None.
+    """
+    keys = _KEY.findall(text)
+    nested = all(len(a) < len(b) for (a, _), (b, _) in pairwise(keys))
+    if not keys or not nested:
+        return None
+    block = _block(text[text.rindex(f'Parser key "{keys[-1][1]}"'):], len(keys[-1][0]))
+    types = list(dict.fromkeys(_EXPECTED_CLASS.findall(block)))
+    given = _GIVEN.search(block)
+    if "Expected a typing." in block or given is None or not set(types) - {"NoneType"}:
+        return None
+    kinds = ["null" if name == "NoneType" else f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+             for name in types]
+    kinds_text = " or ".join([", ".join(kinds[:-1]), kinds[-1]] if len(kinds) > 1 else kinds)
+    key = ".init_args.".join(name for _, name in keys)
+    return f"the value of {key} must be {kinds_text}, not {given.group(1)!r}"
+
+
+def _block(text: str, indent: int) -> str:
+    """The first line of ``text`` and the lines after it indented by more than ``indent``."""
+    first, *rest = text.splitlines()
+    inside = []
+    for line in rest:
+        if line.strip() and len(line) - len(line.lstrip(" ")) <= indent:
+            break
+        inside.append(line)
+    return "\n".join([first, *inside])
 
 
 _LITERAL = re.compile(r"Expected a typing\.Literal\[(.*?)\]\. Got value: (\S+)")
