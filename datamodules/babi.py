@@ -11,6 +11,11 @@ an :class:`~datamodules.files.EmptyDataFile` naming it. The raw input of a train
 (:class:`StoryCodec`) is the same lines with the answer and supporting ids optional: there a
 line with a ``?`` or a tab is a question.
 
+Bounded cost (:mod:`datamodules.limits`): a statement or question holds at most ``max_tokens``
+words (100 by default; the longest sentence of the shipped tasks has 11), refused naming its
+``file:line`` or, with ``length_policy="truncate"``, cut; the memory holds at most
+``memory_size`` statements.
+
 Each question is one example whose memory holds the last ``memory_size`` statements of its story
 before the question (questions are not memories), oldest first; its supporting-fact ids become
 memory slots (-1 for a fact that fell out of the window). Words are lowercased, the final ``.``
@@ -37,10 +42,13 @@ from lit_structattn.common.codec import RawInputError, TextCodec
 
 from .batching import EncodedItems, pad_rows
 from .files import MalformedLine, data_root, open_text, require_records
+from .limits import LengthLimit, limit_from_state
 from .splits import SplitDataModule, check_loader_options, hold_out
 from .vocabulary import Vocabulary
 
 TASKS = tuple(range(1, 21))
+#: the default ``max_tokens``: words per statement or question (the shipped tasks: at most 11)
+MAX_TOKENS = 100
 SOURCE_HINT = ("The bAbI v1.2 tasks (qa<N>_<name>_{train,test}.txt) come from "
                "https://research.facebook.com/downloads/babi/ (tasks_1-20_v1-2.tar.gz).")
 
@@ -67,7 +75,7 @@ _QUESTION_FIELDS = "expected '<id> <question>\\t<answer>\\t<supporting ids>'"
 
 
 def parse_babi(lines: Iterable[str], source: str | Path, task: int, memory_size: int = 25,
-               answered: bool = True) -> list[Question]:
+               answered: bool = True, limit: LengthLimit | None = None) -> list[Question]:
     """The questions of the lines of a bAbI file (see the module docstring), in order.
 
     Args:
@@ -78,13 +86,16 @@ def parse_babi(lines: Iterable[str], source: str | Path, task: int, memory_size:
         answered: every question carries its answer and supporting ids (a data file). False:
             both are optional (``<id> <question>`` alone, its ``?`` or a tab telling it from a
             statement), as in the raw input of a trained model.
+        limit: the most words of a statement or question (None: unbounded); cut ones are
+            counted, not reported (the caller's :meth:`~datamodules.limits.LengthLimit.warn`).
 
     Raises:
         MalformedLine: a line without a leading id, an id that neither starts a story (1) nor
             follows the previous one, a question before any statement of its story, a question
             line (one with a ``?``) without exactly three tab-separated fields (at most three
             unless ``answered``), an empty answer (when ``answered``), or a supporting id that
-            is not an earlier statement of the same story.
+            is not an earlier statement of the same story, or a sentence longer than
+            ``limit``.
     """
     questions: list[Question] = []
     statements: list[tuple[str, ...]] = []  # of the current story, in order
@@ -105,7 +116,7 @@ def parse_babi(lines: Iterable[str], source: str | Path, task: int, memory_size:
         previous_id = line_id
         if "\t" not in rest and "?" not in rest:
             slot_of_line[line_id] = len(statements)
-            statements.append(tokenize(rest))
+            statements.append(_bounded(tokenize(rest), limit, source, number))
             continue
         if answered and "\t" not in rest:
             raise MalformedLine(source, number, "a question ('?') without its tab-separated "
@@ -121,20 +132,31 @@ def parse_babi(lines: Iterable[str], source: str | Path, task: int, memory_size:
                                 "not all earlier statements of the story")
         first_kept = max(0, len(statements) - memory_size)
         slots = tuple(slot_of_line[int(s)] - first_kept for s in support_ids.split())
-        questions.append(Question(task, tuple(statements[first_kept:]), tokenize(query),
+        query = _bounded(tokenize(query), limit, source, number)
+        questions.append(Question(task, tuple(statements[first_kept:]), query,
                                   answer.strip().lower() or None, tuple(max(s, -1) for s in slots)))
     return questions
 
 
-def read_babi(path: Path, task: int, memory_size: int = 25) -> list[Question]:
-    """The questions of one bAbI file (:func:`parse_babi`, every question answered).
+def _bounded(words: tuple[str, ...], limit: LengthLimit | None, source: str | Path,
+             number: int) -> tuple[str, ...]:
+    """``words`` (a sentence at ``source:number``) within ``limit``."""
+    return words if limit is None else tuple(limit.cut((words,), "sentence", source, number)[0])
+
+
+def read_babi(path: Path, task: int, memory_size: int = 25,
+              limit: LengthLimit | None = None) -> list[Question]:
+    """The questions of one bAbI file (:func:`parse_babi`, every question answered), its
+    sentences within ``limit`` (a warning counts those cut).
 
     Raises:
         MalformedLine: a malformed line (see :func:`parse_babi`).
         EmptyDataFile: a file without questions.
     """
     with open_text(path) as lines:
-        questions = parse_babi(lines, path, task, memory_size)
+        questions = parse_babi(lines, path, task, memory_size, limit=limit)
+    if limit is not None:
+        limit.warn(path)
     return list(require_records(questions, path, "questions"))
 
 
@@ -190,26 +212,36 @@ class StoryCodec(TextCodec):
     Args:
         vocab: the training vocabulary (with ``<unk>``).
         memory_size: statements kept before each question (the most recent ones).
+        limit: the most words of a sentence (default :data:`MAX_TOKENS`, refused), kept in
+            :meth:`state`.
     """
 
     format = ("bAbI lines, ids restarting at 1 per story, answers optional: '1 Mary moved to "
               "the bathroom.' then '2 Where is Mary?' (or '2 Where is Mary?<TAB>bathroom<TAB>1')")
 
-    def __init__(self, vocab: Vocabulary, memory_size: int) -> None:
+    def __init__(self, vocab: Vocabulary, memory_size: int, limit: LengthLimit | None = None
+                 ) -> None:
         self.vocab, self.memory_size = vocab, memory_size
+        self.limit = limit or LengthLimit(MAX_TOKENS)
 
     def state(self) -> dict:
-        return {"vocab": self.vocab.state(), "memory_size": self.memory_size}
+        return {"vocab": self.vocab.state(), "memory_size": self.memory_size,
+                **self.limit.state()}
 
     @classmethod
     def from_state(cls, state: dict) -> StoryCodec:
-        return cls(Vocabulary.from_state(state["vocab"]), state["memory_size"])
+        """The codec of :meth:`state`; a state saved without the limit gets the default."""
+        return cls(Vocabulary.from_state(state["vocab"]), state["memory_size"],
+                   limit_from_state(state, MAX_TOKENS, "words"))
 
     def parse(self, lines: Iterable[str], source: str = "<input>") -> list[Question]:
         try:
-            return parse_babi(lines, source, 0, self.memory_size, answered=False)
+            questions = parse_babi(lines, source, 0, self.memory_size, answered=False,
+                                   limit=self.limit)
         except MalformedLine as error:
             raise RawInputError(source, error.line, error.problem) from None
+        self.limit.warn(source)
+        return questions
 
     def batch(self, examples: Sequence[Question]) -> dict[str, torch.Tensor]:
         """The :func:`collate_questions` batch of ``examples`` (``index`` their position)."""
@@ -228,6 +260,9 @@ class BabiDataModule(SplitDataModule):
         split_seed: seed of that hold-out (fixed, independent of the training seed).
         batch_size, bucket_batches, num_workers, pin_memory, seed: as for the other
             DataModules (:meth:`~datamodules.splits.SplitDataModule.loader_options`).
+        max_tokens, length_policy: the most words of a statement or question in any split or
+            raw input, and ``"error"`` (refused, naming ``file:line``) or ``"truncate"`` (cut,
+            with a warning counting them); see :mod:`datamodules.limits`.
 
     After :meth:`setup`: ``vocab`` (words of the training questions, answers included),
     ``datasets`` and ``tasks``.
@@ -237,10 +272,12 @@ class BabiDataModule(SplitDataModule):
         self, data_dir: str | None = None, task: int | list[int] = 1, memory_size: int = 25,
         val_fraction: float = 0.1, split_seed: int = 0, batch_size: int = 32,
         bucket_batches: int = 1, num_workers: int | None = None, seed: int = 0,
-        pin_memory: bool | None = None,
+        pin_memory: bool | None = None, max_tokens: int = MAX_TOKENS,
+        length_policy: str = "error",
     ) -> None:
         super().__init__()
         check_loader_options(num_workers, pin_memory)
+        self.limit = LengthLimit(max_tokens, length_policy, "words")
         self.tasks = (task,) if isinstance(task, int) else tuple(task)
         unknown = [t for t in self.tasks if t not in TASKS]
         if unknown or not self.tasks:
@@ -268,7 +305,8 @@ class BabiDataModule(SplitDataModule):
 
     def _read(self, split: str) -> list[Question]:
         return [q for task in self.tasks for q in
-                read_babi(task_file(self.folder(), task, split), task, self.hparams.memory_size)]
+                read_babi(task_file(self.folder(), task, split), task, self.hparams.memory_size,
+                          self.limit)]
 
     def setup(self, stage: str | None = None) -> None:
         """Read the tasks' files and hold out the validation questions (once)."""
@@ -292,4 +330,4 @@ class BabiDataModule(SplitDataModule):
 
     def text_codec(self) -> StoryCodec:
         """What a trained model keeps to read raw stories (its checkpoint saves it)."""
-        return StoryCodec(self.set_up().vocab, self.hparams.memory_size)
+        return StoryCodec(self.set_up().vocab, self.hparams.memory_size, self.limit)

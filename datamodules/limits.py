@@ -47,16 +47,21 @@ class LengthLimit:
         max_tokens: the limit (an int >= 1).
         policy: ``"error"`` (refuse a longer example) or ``"truncate"`` (cut it, counted).
         unit: what is counted, for messages (``"words"``, ``"symbols"``, ...).
+        truncatable: whether a cut example still means something (False for a formula or a
+            lemma: then only ``"error"``, and messages do not offer ``"truncate"``).
 
     Raises:
-        ValueError: ``max_tokens`` is not an int >= 1 or ``policy`` not one of :data:`POLICIES`.
+        ValueError: ``max_tokens`` is not an int >= 1 or ``policy`` not one of :data:`POLICIES`
+            (only ``"error"`` unless ``truncatable``).
     """
 
-    def __init__(self, max_tokens: int, policy: str = "error", unit: str = "words") -> None:
+    def __init__(self, max_tokens: int, policy: str = "error", unit: str = "words",
+                 truncatable: bool = True) -> None:
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise ValueError(f"max_tokens must be an int >= 1, got {max_tokens!r}")
-        check_choice("length_policy", policy, POLICIES)
+        check_choice("length_policy", policy, POLICIES if truncatable else POLICIES[:1])
         self.max_tokens, self.policy, self.unit = max_tokens, policy, unit
+        self.truncatable = truncatable
         self.cut_count = 0
         self.first_cut: str | None = None
 
@@ -88,9 +93,9 @@ class LengthLimit:
         if longest <= self.max_tokens:
             return list(sequences)
         if self.policy == "error":
+            offer = ", or set length_policy: truncate to cut such inputs" * self.truncatable
             problem = (f"{what} of {longest} {self.unit} is longer than max_tokens="
-                       f"{self.max_tokens} (raise max_tokens, or set length_policy: truncate "
-                       "to cut such inputs)")
+                       f"{self.max_tokens} (raise max_tokens{offer})")
             if source is None:
                 raise ValueError(problem)
             raise MalformedLine(source, line, problem)
@@ -110,11 +115,13 @@ class LengthLimit:
         self.cut_count, self.first_cut = 0, None
 
 
-def limit_from_state(state: dict[str, Any], default: int, unit: str) -> LengthLimit:
+def limit_from_state(state: dict[str, Any], default: int, unit: str, truncatable: bool = True
+                     ) -> LengthLimit:
     """The :class:`LengthLimit` a codec saved with :meth:`LengthLimit.state`; a checkpoint
     written before codecs kept one has neither key and gets ``default`` with ``"error"``."""
     max_tokens, policy = LIMIT_KEYS
-    return LengthLimit(state.get(max_tokens, default), state.get(policy, "error"), unit)
+    return LengthLimit(state.get(max_tokens, default), state.get(policy, "error"), unit,
+                       truncatable)
 
 
 class BoundedCodec(TextCodec):

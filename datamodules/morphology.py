@@ -7,6 +7,10 @@ bundles like ``case=genitive:number=singular``) and ``base_forms_de_{noun,verb}_
 test}.txt`` (one lemma per line). Source = the bundle's ``attr=value`` symbols followed by the
 lemma's characters; target = the inflected form's characters.
 
+Bounded cost (:mod:`datamodules.limits`): a source (symbols) or inflected form (characters) of
+more than ``max_tokens`` is refused naming its ``file:line``, and a raw input of more source
+symbols naming ``<source>:<line>`` (never cut: a cut lemma is another word).
+
 Batches (the encoder-decoder layout, padding id 0)::
 
     src [B, S], src_lengths [B], tgt_in [B, T], tgt_out [B, T], tgt_lengths [B], index [B]
@@ -24,18 +28,25 @@ from lit_structattn.common.constants import BOS_ID, EOS_ID, SEQUENCE_SPECIALS
 
 from .batching import EncodedItems, seq2seq_batch
 from .files import MalformedLine, data_root, open_text, require_records
+from .limits import LengthLimit
 from .splits import SplitDataModule, check_loader_options
 from .vocabulary import SharedVocabularySizes, SymbolSourceCodec, Vocabulary
 
 POS = ("noun", "verb")
 SPLIT_FILES = {"train": "train", "val": "dev", "test": "test"}
+#: the default ``max_tokens``: symbols of a source, characters of a form (the shipped tables: at
+#: most 36 source symbols and 35 characters)
+MAX_TOKENS = 100
 
 
-def read_inflections(path: Path) -> list[tuple[str, str, str]]:
+def read_inflections(path: Path, limit: LengthLimit | None = None
+                     ) -> list[tuple[str, str, str]]:
     """``(inflected form, lemma, feature bundle)`` per line of an inflection CSV.
 
     Raises:
-        MalformedLine: a line without exactly three non-empty comma-separated fields.
+        MalformedLine: a line without exactly three non-empty comma-separated fields, or whose
+            source symbols (:func:`source_symbols`) or form are longer than ``limit`` (None:
+            unbounded; an ``"error"`` limit: a row is never cut).
         EmptyDataFile: a file without lines.
     """
     rows = []
@@ -44,6 +55,9 @@ def read_inflections(path: Path) -> list[tuple[str, str, str]]:
             fields = line.rstrip("\n").split(",")
             if len(fields) != 3 or not all(fields):
                 raise MalformedLine(path, number, "expected inflected_form,lemma,feature_bundle")
+            if limit is not None:
+                limit.cut((source_symbols(fields[1], fields[2]), fields[0]), "inflection", path,
+                          number)
             rows.append((fields[0], fields[1], fields[2]))
     return list(require_records(rows, path, "inflections"))
 
@@ -58,6 +72,7 @@ class InflectionCodec(SymbolSourceCodec):
     (:class:`~lit_structattn.common.codec.TextCodec`)."""
 
     format = "one lemma,feature_bundle per line: Haus,case=genitive:number=singular"
+    max_tokens = MAX_TOKENS
 
     def symbols(self, line: str) -> list[str]:
         """The bundle's symbols, then the lemma's characters (:func:`source_symbols`);
@@ -94,6 +109,8 @@ class InflectionDataModule(SharedVocabularySizes, SplitDataModule):
         pos: ``noun`` (de-N) or ``verb`` (de-V).
         batch_size, bucket_batches, num_workers, pin_memory, seed: as for the other
             DataModules (:meth:`~datamodules.splits.SplitDataModule.loader_options`).
+        max_tokens: the most source symbols (and form characters) of an example of any split
+            or raw input; a longer one is refused (see the module docstring).
 
     After :meth:`setup`: ``vocab`` (from the training split) and ``datasets``.
     """
@@ -101,11 +118,12 @@ class InflectionDataModule(SharedVocabularySizes, SplitDataModule):
     def __init__(
         self, data_dir: str | None = None, pos: str = "noun", batch_size: int = 20,
         bucket_batches: int = 50, num_workers: int | None = None, seed: int = 0,
-        pin_memory: bool | None = None,
+        pin_memory: bool | None = None, max_tokens: int = MAX_TOKENS,
     ) -> None:
         super().__init__()
         check_loader_options(num_workers, pin_memory)
         check_choice("pos", pos, POS)
+        self.limit = LengthLimit(max_tokens, unit="symbols", truncatable=False)
         self.save_hyperparameters()
         self.vocab: Vocabulary | None = None
         self.datasets: dict[str, InflectionDataset] = {}
@@ -135,7 +153,7 @@ class InflectionDataModule(SharedVocabularySizes, SplitDataModule):
         if not table.is_file():
             raise FileNotFoundError(f"{table} is missing: expected the Wiktionary morphology "
                                     "1.1 files (inflections_de_*.csv, base_forms_de_*_*.txt)")
-        rows = read_inflections(table)
+        rows = read_inflections(table, self.limit)
         splits = {split: [row for row in rows if row[1] in lemmas]
                   for split, lemmas in ((s, self._lemmas(s)) for s in SPLIT_FILES)}
         for split, examples in splits.items():
@@ -151,4 +169,4 @@ class InflectionDataModule(SharedVocabularySizes, SplitDataModule):
 
     def text_codec(self) -> InflectionCodec:
         """What a trained model keeps to read raw lemmas (its checkpoint saves it)."""
-        return InflectionCodec(self.set_up().vocab)
+        return InflectionCodec(self.set_up().vocab, self.limit)

@@ -15,6 +15,10 @@ out for validation) and test on SNLI test. SICK uses its own three splits under 
 
 A trained model reads raw pairs, ``premise<TAB>hypothesis`` per line, with :class:`PairCodec`.
 
+Bounded cost (:mod:`datamodules.limits`): a premise or hypothesis holds at most ``max_tokens``
+words in every split and raw input (:func:`bounded_pair`), refused naming its ``file:line`` or,
+with ``length_policy="truncate"``, cut.
+
 Batches (padding id 0)::
 
     premise             [B, N]  word ids      premise_lengths     [B]
@@ -37,11 +41,11 @@ from typing import Any
 import torch
 
 from lit_structattn.common.checks import check_choice
-from lit_structattn.common.codec import TextCodec
 
 from .batching import EncodedItems, pad_rows
 from .files import MalformedLine, data_root, open_text, require_files, require_records
 from .hub import load_hub_dataset
+from .limits import BoundedCodec, LengthLimit, limit_from_state
 from .splits import SplitDataModule, check_loader_options, hold_out
 from .vectors import read_word_vectors
 from .vocabulary import Vocabulary
@@ -52,6 +56,9 @@ PROTOCOLS = ("cpu", "full")
 SICK_SPLITS = {"TRAIN": "train", "TRIAL": "val", "TEST": "test"}
 SICK_COLUMNS = 12
 OOV_BUCKETS = 100
+#: the default ``max_tokens``: words per premise or hypothesis (the shipped SNLI dev and test
+#: files: at most 59; SICK: 36)
+MAX_TOKENS = 200
 _WORD = re.compile(r"\w+|[^\w\s]")
 
 
@@ -65,6 +72,18 @@ class NLIPair:
     label: str | None = None
 
 
+def bounded_pair(pair: NLIPair, limit: LengthLimit | None, source: str | Path | None = None,
+                 line: int | None = None) -> NLIPair:
+    """``pair`` with its premise and hypothesis within ``limit``
+    (:meth:`~datamodules.limits.LengthLimit.cut`; None: unbounded); errors name
+    ``source:line``."""
+    if limit is None:
+        return pair
+    premise, hypothesis = limit.cut((pair.premise, pair.hypothesis), "premise or hypothesis",
+                                    source, line)
+    return NLIPair(premise, hypothesis, pair.label)
+
+
 def tokenize(text: str, lowercase: bool = True) -> tuple[str, ...]:
     """Words and punctuation marks of ``text``."""
     return tuple(_WORD.findall(text.lower() if lowercase else text))
@@ -75,13 +94,15 @@ def _parse_tokens(parse: str, lowercase: bool) -> tuple[str, ...]:
     return tuple(w.lower() for w in words) if lowercase else words
 
 
-def read_snli(path: str | Path, lowercase: bool = True) -> list[NLIPair]:
-    """The labeled pairs of an SNLI JSONL file (plain or ``.gz``); gold label ``-`` is dropped.
+def read_snli(path: str | Path, lowercase: bool = True,
+              limit: LengthLimit | None = None) -> list[NLIPair]:
+    """The labeled pairs of an SNLI JSONL file (plain or ``.gz``); gold label ``-`` is dropped;
+    each pair within ``limit`` (:func:`bounded_pair`).
 
     Raises :class:`~datamodules.files.MalformedLine` (``file:line``) for a line that is not a
-    JSON object with ``sentence1``, ``sentence2`` and ``gold_label``, for an unknown label and
-    for an empty sentence; :class:`~datamodules.files.EmptyDataFile` for a file without labeled
-    pairs.
+    JSON object with ``sentence1``, ``sentence2`` and ``gold_label``, for an unknown label, for
+    an empty sentence and for one longer than ``limit``;
+    :class:`~datamodules.files.EmptyDataFile` for a file without labeled pairs.
     """
     pairs = []
     with open_text(path) as lines:
@@ -107,17 +128,20 @@ def read_snli(path: str | Path, lowercase: bool = True) -> list[NLIPair]:
                                        ("sentence2_binary_parse", hypothesis))]
             if not all(words):
                 raise MalformedLine(path, number, "empty premise or hypothesis")
-            pairs.append(NLIPair(words[0], words[1], label))
+            pairs.append(bounded_pair(NLIPair(words[0], words[1], label), limit, path, number))
+    if limit is not None:
+        limit.warn(path)
     return list(require_records(pairs, path, "labeled pairs"))
 
 
-def read_sick(path: str | Path, lowercase: bool = True) -> dict[str, list[NLIPair]]:
+def read_sick(path: str | Path, lowercase: bool = True,
+              limit: LengthLimit | None = None) -> dict[str, list[NLIPair]]:
     """The pairs of ``SICK.txt`` by split (``train``/``val``/``test`` from the SemEval_set
-    column TRAIN/TRIAL/TEST).
+    column TRAIN/TRIAL/TEST), each within ``limit`` (:func:`bounded_pair`).
 
     Raises :class:`~datamodules.files.MalformedLine` for a line without 12 tab-separated columns,
-    an unknown label or set, or an empty sentence; :class:`~datamodules.files.EmptyDataFile` if
-    a split has no pair.
+    an unknown label or set, an empty sentence or one longer than ``limit``;
+    :class:`~datamodules.files.EmptyDataFile` if a split has no pair.
     """
     splits: dict[str, list[NLIPair]] = {split: [] for split in SICK_SPLITS.values()}
     with open_text(path) as lines:
@@ -138,7 +162,10 @@ def read_sick(path: str | Path, lowercase: bool = True) -> dict[str, list[NLIPai
             premise, hypothesis = tokenize(columns[1], lowercase), tokenize(columns[2], lowercase)
             if not premise or not hypothesis:
                 raise MalformedLine(path, number, "empty sentence_A or sentence_B")
-            splits[SICK_SPLITS[semeval_set]].append(NLIPair(premise, hypothesis, label))
+            pair = bounded_pair(NLIPair(premise, hypothesis, label), limit, path, number)
+            splits[SICK_SPLITS[semeval_set]].append(pair)
+    if limit is not None:
+        limit.warn(path)
     for semeval_set, split in SICK_SPLITS.items():
         require_records(splits[split], path, f"{split} pairs",
                         f"no line with SemEval_set {semeval_set}")
@@ -200,7 +227,7 @@ def collate_pairs(items: Sequence[tuple]) -> dict[str, torch.Tensor]:
     return batch
 
 
-class PairCodec(TextCodec):
+class PairCodec(BoundedCodec):
     """Raw premise/hypothesis pairs for a trained model
     (:class:`~lit_structattn.common.codec.TextCodec`), split into words as SICK's sentences
     (:func:`tokenize`); words outside the vocabulary read as ``<unk>``. Examples are
@@ -210,28 +237,35 @@ class PairCodec(TextCodec):
         vocab: the model's vocabulary (with ``<unk>``).
         labels: the label names, in the order of the model's scores.
         lowercase: lowercase the words (as the training data was).
+        limit: the most words of a premise or hypothesis (default :data:`MAX_TOKENS`,
+            refused), kept in :meth:`state`.
     """
 
     format = "one premise<TAB>hypothesis pair per line: A man sleeps.<TAB>A person rests."
 
-    def __init__(self, vocab: Vocabulary, labels: Sequence[str], lowercase: bool = True) -> None:
+    def __init__(self, vocab: Vocabulary, labels: Sequence[str], lowercase: bool = True,
+                 limit: LengthLimit | None = None) -> None:
         self.vocab, self.labels, self.lowercase = vocab, tuple(labels), lowercase
+        self.limit = limit or LengthLimit(MAX_TOKENS)
 
     def state(self) -> dict:
         return {"vocab": self.vocab.state(), "labels": list(self.labels),
-                "lowercase": self.lowercase}
+                "lowercase": self.lowercase, **self.limit.state()}
 
     @classmethod
     def from_state(cls, state: dict) -> PairCodec:
-        return cls(Vocabulary.from_state(state["vocab"]), state["labels"], state["lowercase"])
+        """The codec of :meth:`state`; a state saved without the limit gets the default."""
+        return cls(Vocabulary.from_state(state["vocab"]), state["labels"], state["lowercase"],
+                   limit_from_state(state, MAX_TOKENS, "words"))
 
     def read(self, line: str) -> NLIPair:
-        """The unlabeled pair of a ``premise<TAB>hypothesis`` line; ``ValueError`` unless it
-        has exactly these two fields, each with words."""
+        """The unlabeled pair of a ``premise<TAB>hypothesis`` line within ``limit``;
+        ``ValueError`` unless it has exactly these two fields, each with words and not too
+        long."""
         words = [tokenize(field, self.lowercase) for field in line.split("\t")]
         if len(words) != 2 or not all(words):
             raise ValueError("expected premise<TAB>hypothesis, both with words")
-        return NLIPair(*words)
+        return bounded_pair(NLIPair(*words), self.limit)
 
     def batch(self, examples: Sequence[NLIPair]) -> dict[str, torch.Tensor]:
         """The :func:`collate_pairs` batch of ``examples`` (``index`` their position)."""
@@ -258,6 +292,9 @@ class NLIDataModule(SplitDataModule):
         lowercase: lowercase the words.
         batch_size, bucket_batches, num_workers, pin_memory, seed: batching (``seed`` also
             draws the held-out pairs; :meth:`~datamodules.splits.SplitDataModule.loader_options`).
+        max_tokens, length_policy: the most words of a premise or hypothesis in any split or
+            raw input, and ``"error"`` (refused, naming ``file:line``) or ``"truncate"`` (cut,
+            with a warning counting them); see :mod:`datamodules.limits`.
 
     After :meth:`setup`: ``vocab``, ``labels`` (= :data:`LABELS`), ``vectors`` (``[V, D]`` or
     None), ``vectors_found`` and ``datasets`` (``train``/``val``/``test`` :class:`NLIDataset`).
@@ -284,9 +321,12 @@ class NLIDataModule(SplitDataModule):
         num_workers: int | None = None,
         seed: int = 0,
         pin_memory: bool | None = None,
+        max_tokens: int = MAX_TOKENS,
+        length_policy: str = "error",
     ) -> None:
         super().__init__()
         check_loader_options(num_workers, pin_memory)
+        self.limit = LengthLimit(max_tokens, length_policy, "words")
         check_choice("dataset", dataset, DATASETS)
         check_choice("protocol", protocol, PROTOCOLS)
         if not 0 < val_fraction < 1:
@@ -313,11 +353,12 @@ class NLIDataModule(SplitDataModule):
                 "SICK: SICK.txt of the SemEval-2014 Task 1 distribution.")
         if h.dataset == "sick":
             folder = require_files(self.data_folder(), [self.sick_file], hint)
-            return read_sick(folder / self.sick_file, h.lowercase)
+            return read_sick(folder / self.sick_file, h.lowercase, self.limit)
         names = self.snli_files if h.protocol == "full" else {
             k: v for k, v in self.snli_files.items() if k != "train"}
         folder = require_files(self.data_folder(), names.values(), hint)
-        read = {split: read_snli(folder / name, h.lowercase) for split, name in names.items()}
+        read = {split: read_snli(folder / name, h.lowercase, self.limit)
+                for split, name in names.items()}
         if h.protocol == "full":
             return {"train": read["train"], "val": read["dev"], "test": read["test"]}
         kept, held_out = hold_out(read["dev"], h.val_fraction, h.seed)
@@ -332,7 +373,11 @@ class NLIDataModule(SplitDataModule):
         files = ", ".join(self.snli_files.values())
         rows = load_hub_dataset(h.hub_name, h.hub_config, name,
                                 f"pass data_dir=<a folder with {files}>")
-        return pairs_from_hub(rows, h.lowercase)
+        where = f"{h.hub_name} {name}"  # its pairs are numbered from 1
+        pairs = [bounded_pair(pair, self.limit, where, number)
+                 for number, pair in enumerate(pairs_from_hub(rows, h.lowercase), 1)]
+        self.limit.warn(where)
+        return pairs
 
     # What the model takes from the data (the CLI links each into the model's argument of the
     # same name when it instantiates the classes).
@@ -369,7 +414,7 @@ class NLIDataModule(SplitDataModule):
 
     def text_codec(self) -> PairCodec:
         """What a trained model keeps to read raw pairs (its checkpoint saves it)."""
-        return PairCodec(self.set_up().vocab, self.labels, self.hparams.lowercase)
+        return PairCodec(self.set_up().vocab, self.labels, self.hparams.lowercase, self.limit)
 
 
 def pairs_from_hub(rows: Iterable[dict[str, Any]], lowercase: bool = True) -> list[NLIPair]:

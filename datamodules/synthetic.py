@@ -4,7 +4,8 @@
 marker token; the label is the token right after the marker. Solving it needs attention to a
 single position whose place varies, so it exercises every attention transform. Deterministic
 given ``seed``. A trained model reads raw sequences (token ids separated by spaces, one sequence
-a line) with :class:`NeedleCodec`.
+a line) with :class:`NeedleCodec`, at most ``max_tokens`` ids each (longer ones refused naming
+``<source>:<line>``, or cut with ``length_policy="truncate"``; see :mod:`datamodules.limits`).
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ from collections.abc import Sequence
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from lit_structattn.common.codec import TextCodec
-
 from .batching import bucketed_loader, pad_rows
+from .limits import BoundedCodec, LengthLimit, limit_from_state
 from .splits import SplitDataModule
 
 MARKER = 1  # token id of the needle marker; 0 is padding
+#: the default ``max_tokens`` (ids of one raw sequence; the generated ones hold ``max_len``)
+MAX_TOKENS = 500
 
 
 def make_needle_split(
@@ -41,7 +43,7 @@ def make_needle_split(
     return TensorDataset(tokens, lengths, labels)
 
 
-class NeedleCodec(TextCodec):
+class NeedleCodec(BoundedCodec):
     """Raw token-id sequences for a trained needle classifier
     (:class:`~lit_structattn.common.codec.TextCodec`): examples are lists of ids, batches
     ``tokens [B, T]`` (0-padded), ``lengths [B]``, ``labels [B]`` (-1: none given) and
@@ -49,28 +51,32 @@ class NeedleCodec(TextCodec):
 
     Args:
         vocab_size: the model's token ids are ``1 .. vocab_size - 1`` (0 is padding).
+        limit: the most ids of a sequence (default :data:`MAX_TOKENS`, refused), kept in
+            :meth:`state`.
     """
 
     format = f"one sequence per line, token ids separated by spaces ({MARKER}: the marker): 5 1 7 3"
 
-    def __init__(self, vocab_size: int) -> None:
+    def __init__(self, vocab_size: int, limit: LengthLimit | None = None) -> None:
         self.vocab_size = vocab_size
+        self.limit = limit or LengthLimit(MAX_TOKENS, unit="ids")
 
     def state(self) -> dict:
-        return {"vocab_size": self.vocab_size}
+        return {"vocab_size": self.vocab_size, **self.limit.state()}
 
     @classmethod
     def from_state(cls, state: dict) -> NeedleCodec:
-        return cls(state["vocab_size"])
+        """The codec of :meth:`state`; a state saved without the limit gets the default."""
+        return cls(state["vocab_size"], limit_from_state(state, MAX_TOKENS, "ids"))
 
     def read(self, line: str) -> list[int]:
-        """The token ids of a line; ``ValueError`` naming the tokens that are not ids in
-        ``1 .. vocab_size - 1``."""
+        """The token ids of a line within ``limit``; ``ValueError`` naming the tokens that are
+        not ids in ``1 .. vocab_size - 1``, or for too many."""
         tokens = line.split()
         outside = [t for t in tokens if not (t.isdecimal() and 0 < int(t) < self.vocab_size)]
         if outside:
             raise ValueError(f"token ids outside 1..{self.vocab_size - 1}: {' '.join(outside)}")
-        return [int(t) for t in tokens]
+        return self.limit.cut(([int(t) for t in tokens],), "sequence")[0]
 
     def batch(self, examples: Sequence[Sequence[int]]) -> dict[str, torch.Tensor]:
         """``tokens [B, T]`` (0-padded), ``lengths [B]``, ``labels [B]`` (-1) and ``index [B]``."""
@@ -84,6 +90,8 @@ class NeedleDataModule(SplitDataModule):
     """Find-the-needle classification (see module docstring).
 
     Batches are dicts: ``tokens [B, T]`` long (0 = padding), ``lengths [B]``, ``labels [B]``.
+    ``max_tokens`` and ``length_policy`` bound the raw sequences of the trained model
+    (:class:`NeedleCodec`); ``max_len`` must not exceed ``max_tokens``.
     """
 
     def __init__(
@@ -97,10 +105,16 @@ class NeedleDataModule(SplitDataModule):
         num_classes: int = 5,
         batch_size: int = 32,
         seed: int = 0,
+        max_tokens: int = MAX_TOKENS,
+        length_policy: str = "error",
     ) -> None:
         super().__init__()
         if not 2 <= min_len <= max_len:
             raise ValueError(f"need 2 <= min_len <= max_len, got {min_len}, {max_len}")
+        self.limit = LengthLimit(max_tokens, length_policy, "ids")
+        if max_len > max_tokens:
+            raise ValueError(f"max_len={max_len} exceeds max_tokens={max_tokens}: the "
+                             "generated sequences must fit the limit")
         if vocab_size < 3 or num_classes < 2:
             raise ValueError("need vocab_size >= 3 and num_classes >= 2")
         self.save_hyperparameters()
@@ -127,7 +141,7 @@ class NeedleDataModule(SplitDataModule):
 
     def text_codec(self) -> NeedleCodec:
         """What a trained model keeps to read raw sequences (its checkpoint saves it)."""
-        return NeedleCodec(self.hparams.vocab_size)
+        return NeedleCodec(self.hparams.vocab_size, self.limit)
 
     def _loader(self, split: str, shuffle: bool = False) -> DataLoader:
         """Training batches in an order drawn from the seeds and the epoch only (resumable

@@ -34,6 +34,11 @@ rejecting formulas already drawn. Depth ranges are inclusive.
 Sources are the prefix tokens and targets the infix tokens, both over one shared vocabulary
 (:func:`formula_vocabulary`). Sources carry **no** root symbol ``$``: the models prepend a
 learned root vector themselves.
+
+Bounded cost (:mod:`datamodules.limits`): a formula holds at most ``max_tokens`` prefix symbols
+(default 400; the longest generated with the defaults, seeds 0-4, has 264), in the generated
+splits (a longer one stops setup: lower ``eval_depths`` or raise the limit) and in the raw input
+of a trained model (refused naming ``<source>:<line>``; a formula is never cut).
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ import torch
 from lit_structattn.common.constants import BOS, BOS_ID, EOS, EOS_ID, PAD
 
 from .batching import EncodedItems, seq2seq_batch
+from .limits import LengthLimit
 from .splits import SplitDataModule, check_loader_options
 from .vocabulary import SharedVocabularySizes, SymbolSourceCodec, Vocabulary
 
@@ -54,6 +60,8 @@ OPERATORS = ("+", "*")
 MIN_ARITY, MAX_ARITY = 2, 4
 MAX_NUMBER = 20
 DEFAULT_NEST_PROB = 0.3
+#: the default ``max_tokens`` (prefix symbols of a formula); see the module docstring
+MAX_TOKENS = 400
 
 Node = int | tuple[str, tuple["Node", ...]]  # a number, or (operator, arguments)
 Expression = tuple[str, tuple[Node, ...]]
@@ -203,6 +211,8 @@ class FormulaCodec(SymbolSourceCodec):
     """Raw formulas for a trained model (:class:`~lit_structattn.common.codec.TextCodec`)."""
 
     format = "one prefix formula per line, symbols separated by spaces: ( + 1 ( * 2 3 ) )"
+    max_tokens = MAX_TOKENS
+    example_name = "formula"
 
     def symbols(self, line: str) -> list[str]:
         """The prefix symbols of ``line``; ``ValueError`` unless it is a well-formed formula."""
@@ -246,6 +256,8 @@ class TreeTransductionDataModule(SharedVocabularySizes, SplitDataModule):
     ``tgt_in [B, T]`` (``<bos>`` + infix), ``tgt_out [B, T]`` (infix + ``<eos>``),
     ``tgt_lengths [B]`` (infix length + 1) and ``depth [B]``. The predict split is the test split.
     ``vocab`` (:func:`formula_vocabulary`) is available right after construction.
+    ``max_tokens``: the most prefix symbols of a formula, generated or given to the trained model
+    (see the module docstring).
     """
 
     def __init__(
@@ -260,9 +272,11 @@ class TreeTransductionDataModule(SharedVocabularySizes, SplitDataModule):
         nest_prob: float = DEFAULT_NEST_PROB,
         bucket_batches: int = 50,
         pin_memory: bool | None = None,
+        max_tokens: int = MAX_TOKENS,
     ) -> None:
         super().__init__()
         check_loader_options(num_workers, pin_memory)
+        self.limit = LengthLimit(max_tokens, unit="symbols", truncatable=False)
         _check_positive("train_per_depth", train_per_depth)
         _check_positive("eval_per_depth", eval_per_depth)
         _check_positive("batch_size", batch_size)
@@ -286,13 +300,19 @@ class TreeTransductionDataModule(SharedVocabularySizes, SplitDataModule):
                 ("train", train_depths, h.train_per_depth)]
         for name, depths, per_depth in plan:
             formulas = make_split(name, depths, per_depth, h.seed, h.nest_prob, seen)
+            for number, formula in enumerate(formulas, start=1):
+                try:
+                    self.limit.cut((formula.prefix,), "formula")
+                except ValueError as error:
+                    raise ValueError(f"generated {name} formula {number} (depth "
+                                     f"{formula.depth}): {error}, or lower the depths") from None
             self.datasets[name] = TreeTransductionDataset(formulas, self.vocab)
 
     collate = staticmethod(collate_formulas)  # batches of the length-bucketed loaders
 
     def text_codec(self) -> FormulaCodec:
         """What a trained model keeps to read raw formulas (its checkpoint saves it)."""
-        return FormulaCodec(self.vocab)
+        return FormulaCodec(self.vocab, self.limit)
 
 
 def _check_positive(name: str, value: int) -> None:

@@ -8,8 +8,9 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
-from lit_structattn.common.codec import TextCodec
 from lit_structattn.common.constants import BOS, EOS, PAD, UNK, WORD_SPECIALS
+
+from .limits import LIMIT_KEYS, BoundedCodec, LengthLimit, limit_from_state
 
 
 class Vocabulary:
@@ -129,36 +130,45 @@ def content_ids(ids: Iterable[int] | torch.Tensor, eos_id: int | None,
     return kept
 
 
-class SymbolSourceCodec(TextCodec):
+class SymbolSourceCodec(BoundedCodec):
     """The text codec of an encoder-decoder whose sources and targets are symbols of one
     vocabulary (tree transduction, morphological inflection): a raw line becomes source
     symbols (:meth:`symbols`, per family), a batch is ``src [B, S]``, ``src_lengths [B]`` and
     ``index [B]``, and :meth:`decode` turns ids back into symbols. Unknown symbols map to
     ``<unk>`` where the vocabulary has one; without it the line is refused. Blank lines are
-    skipped."""
+    skipped. A source of more than ``limit`` symbols is refused (default: the family's
+    :attr:`max_tokens`); the limit is kept in :meth:`state`."""
 
-    def __init__(self, vocab: Vocabulary) -> None:
+    #: the family's default limit (symbols of one source), also for a codec saved without one
+    max_tokens: int = 0
+    #: one raw input in messages
+    example_name: str = "input"
+
+    def __init__(self, vocab: Vocabulary, limit: LengthLimit | None = None) -> None:
         self.vocab = vocab
+        self.limit = limit or LengthLimit(self.max_tokens, unit="symbols", truncatable=False)
 
     def state(self) -> dict:
-        return self.vocab.state()
+        return {**self.vocab.state(), **self.limit.state()}
 
     @classmethod
     def from_state(cls, state: dict) -> SymbolSourceCodec:
-        return cls(Vocabulary.from_state(state))
+        """The codec of :meth:`state`; a state saved without the limit gets the default."""
+        vocab = Vocabulary.from_state({k: v for k, v in state.items() if k not in LIMIT_KEYS})
+        return cls(vocab, limit_from_state(state, cls.max_tokens, "symbols", truncatable=False))
 
     def symbols(self, line: str) -> list[str]:
         """The source symbols of one raw line (``ValueError`` with the reason if malformed)."""
         raise NotImplementedError
 
     def read(self, line: str) -> list[str]:
-        """The source symbols of ``line`` (:meth:`symbols`); ``ValueError`` naming the symbols
-        outside a vocabulary without ``<unk>``."""
+        """The source symbols of ``line`` (:meth:`symbols`) within ``limit``; ``ValueError``
+        naming the symbols outside a vocabulary without ``<unk>``, or for too many symbols."""
         symbols = self.symbols(line)
         unknown = sorted({s for s in symbols if s not in self.vocab})
         if unknown and self.vocab.unk_id is None:
             raise ValueError(f"symbols outside the model's vocabulary: {' '.join(unknown)}")
-        return symbols
+        return self.limit.cut((symbols,), self.example_name)[0]
 
     def batch(self, examples: Sequence[Sequence[str]]) -> dict[str, torch.Tensor]:
         """``src [B, S]`` (0-padded ids), ``src_lengths [B]``, ``index [B]``."""

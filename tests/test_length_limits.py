@@ -10,17 +10,24 @@ Everything runs on tiny files in ``tmp_path`` (or generated data); nothing is tr
 from __future__ import annotations
 
 import gzip
+import json
 
 import pytest
 
+from datamodules.babi import BabiDataModule
 from datamodules.conll_ner import CoNLLNERDataModule
 from datamodules.files import MalformedLine
 from datamodules.limits import LengthLimit
+from datamodules.morphology import InflectionCodec, InflectionDataModule
+from datamodules.nli import LABELS, NLIDataModule, PairCodec, read_snli
+from datamodules.synthetic import NeedleDataModule
 from datamodules.tagging import MAX_TOKENS, TaggingCodec
+from datamodules.tree_transduction import TreeTransductionDataModule
 from datamodules.ud_pos import UDPOSDataModule
 from datamodules.vocabulary import Vocabulary
 from datamodules.word_qe import QECodec, WordQEDataModule
 from lit_structattn.common.codec import RawInputError, codec_record, restore_codec
+from lit_structattn.common.constants import SEQUENCE_SPECIALS
 
 
 def _write(path, text):
@@ -181,3 +188,153 @@ def test_qe_codec_keeps_the_limit_and_an_old_state_gets_the_default():
         del old["state"][key]
     assert restore_codec(old).limit.state() == {"max_tokens": MAX_TOKENS,
                                                 "length_policy": "error"}
+
+
+# ----------------------------------------------------------------------------- bAbI
+
+
+def _babi_folder(tmp_path, long_words):
+    story = "1 Mary moved to the bathroom.\n2 Where is Mary?\tbathroom\t1\n"
+    long = "1 " + " ".join(["Mary"] * long_words) + ".\n2 Where is Mary?\tbathroom\t1\n"
+    _write(tmp_path / "qa1_single-supporting-fact_train.txt", story * 10)
+    _write(tmp_path / "qa1_single-supporting-fact_test.txt", story + long)
+    return tmp_path
+
+
+def test_babi_refuses_a_long_statement_and_truncates_when_told(tmp_path):
+    folder = _babi_folder(tmp_path, 7)
+    with pytest.raises(MalformedLine) as error:
+        BabiDataModule(data_dir=str(folder), max_tokens=6).setup("fit")
+    _refused(error.value, folder / "qa1_single-supporting-fact_test.txt", 3, 6)
+    data = BabiDataModule(data_dir=str(folder), max_tokens=6, length_policy="truncate")
+    with pytest.warns(UserWarning, match=r"_test\.txt: 1 example longer than max_tokens=6"):
+        data.setup("fit")
+    assert data.datasets["test"].questions[1].memory == (("mary",) * 6,)
+
+
+def test_babi_codec_refuses_a_long_raw_question_naming_source_and_line(tmp_path):
+    data = BabiDataModule(data_dir=str(_babi_folder(tmp_path, 2)), max_tokens=6)
+    codec = restore_codec(codec_record(data.text_codec()))
+    raw = ["1 Mary moved to the bathroom.", "2 Where is Mary in the big house?"]
+    with pytest.raises(RawInputError, match=r"^story\.txt:2: sentence of 7 words is longer "
+                                            r"than max_tokens=6"):
+        codec.parse(raw, "story.txt")
+    old = codec_record(codec)
+    del old["state"]["max_tokens"], old["state"]["length_policy"]
+    assert len(restore_codec(old).parse(raw)) == 1  # the default, 100 words
+
+
+# ----------------------------------------------------------------------------- NLI
+
+
+SICK_HEADER = "pair_ID\tsentence_A\tsentence_B\tentailment_label\t" + "\t".join("x" * 8) + "\n"
+
+
+def _sick_row(premise, split):
+    return f"1\t{premise}\tA dog runs.\tNEUTRAL\t" + "\t".join(["x"] * 7) + f"\t{split}\n"
+
+
+def test_nli_refuses_a_long_premise_naming_file_line_and_truncates_when_told(tmp_path):
+    long = " ".join(["dog"] * 9)
+    _write(tmp_path / "SICK.txt", SICK_HEADER + _sick_row("A cat sleeps.", "TRAIN")
+           + _sick_row("A cat sleeps.", "TRIAL") + _sick_row(long, "TEST"))
+    with pytest.raises(MalformedLine) as error:
+        NLIDataModule(dataset="sick", data_dir=str(tmp_path), max_tokens=8).setup("fit")
+    _refused(error.value, tmp_path / "SICK.txt", 4, 8)
+    data = NLIDataModule(dataset="sick", data_dir=str(tmp_path), max_tokens=8,
+                         length_policy="truncate")
+    with pytest.warns(UserWarning, match=r"SICK\.txt: 1 example longer than max_tokens=8"):
+        data.setup("fit")
+    assert data.datasets["test"].pairs[0].premise == ("dog",) * 8
+
+
+def test_nli_snli_reader_refuses_a_long_hypothesis(tmp_path):
+    row = {"sentence1": "A man sleeps .", "sentence2": " ".join(["a"] * 5),
+           "gold_label": "neutral"}
+    path = _write(tmp_path / "dev.jsonl", "\n" + json.dumps(row) + "\n")
+    with pytest.raises(MalformedLine) as error:
+        read_snli(path, limit=LengthLimit(4))
+    _refused(error.value, path, 2, 4)
+
+
+def test_nli_codec_keeps_the_limit():
+    codec = PairCodec(Vocabulary(["a"]), LABELS, limit=LengthLimit(3))
+    restored = restore_codec(codec_record(codec))
+    with pytest.raises(RawInputError, match=r"^pairs:2: premise or hypothesis of 4 words"):
+        restored.parse(["a a\ta", "a a a a\ta"], "pairs")
+
+
+# ----------------------------------------------------------------------------- tree transduction
+
+
+def test_tree_transduction_refuses_a_long_raw_formula_naming_source_and_line():
+    data = TreeTransductionDataModule(train_per_depth=2, eval_per_depth=2, max_tokens=20)
+    codec = restore_codec(codec_record(data.text_codec()))
+    formula = "( + 1 2 )"
+    for _ in range(5):  # 4 symbols more per nesting
+        formula = f"( + {formula} 3 )"
+    assert len(formula.split()) == 25
+    with pytest.raises(RawInputError, match=r"^formulas\.txt:2: formula of 25 symbols is longer "
+                                            r"than max_tokens=20 \(raise max_tokens\)$"):
+        codec.parse(["( * 1 2 )", formula], "formulas.txt")
+
+
+def test_tree_transduction_generation_must_fit_the_limit_and_cannot_truncate():
+    data = TreeTransductionDataModule(train_per_depth=2, eval_per_depth=2, eval_depths=(2, 6),
+                                      max_tokens=30)
+    with pytest.raises(ValueError, match=r"generated test formula \d+ \(depth \d\): formula of "
+                                         r"\d+ symbols is longer than max_tokens=30"):
+        data.setup("fit")
+    with pytest.raises(ValueError, match="unknown length_policy 'truncate'; valid: error$"):
+        LengthLimit(5, "truncate", truncatable=False)
+
+
+def test_tree_transduction_default_limit_fits_the_paper_splits():
+    data = TreeTransductionDataModule()
+    data.setup("fit")  # the paper's sizes, depths up to 6: about a second
+    longest = max(len(f.prefix) for split in data.datasets.values() for f in split.formulas)
+    assert longest <= data.hparams.max_tokens == 400
+
+
+# ----------------------------------------------------------------------------- morphology
+
+
+def test_morphology_refuses_a_long_inflection_naming_file_and_line(tmp_path):
+    rows = ["Hauses,Haus,case=genitive:number=singular", "x" * 40 + ",Haus,case=nominative"]
+    _write(tmp_path / "inflections_de_noun.csv", "\n".join(rows) + "\n")
+    for split in ("train", "dev", "test"):
+        _write(tmp_path / f"base_forms_de_noun_{split}.txt", "Haus\n")
+    with pytest.raises(MalformedLine) as error:
+        InflectionDataModule(data_dir=str(tmp_path), max_tokens=30).setup("fit")
+    _refused(error.value, tmp_path / "inflections_de_noun.csv", 2, 30)
+    assert "inflection of 40 symbols" in str(error.value)
+
+
+def test_morphology_codec_refuses_a_long_lemma_and_old_states_get_the_default():
+    vocab = Vocabulary(["a", "case=genitive"], specials=SEQUENCE_SPECIALS)
+    codec = restore_codec(codec_record(InflectionCodec(vocab, LengthLimit(5, unit="symbols",
+                                                                          truncatable=False))))
+    with pytest.raises(RawInputError, match=r"^<input>:1: input of 6 symbols is longer than "
+                                            r"max_tokens=5"):
+        codec.parse(["aaaaa,case=genitive"])
+    old = codec_record(codec)
+    del old["state"]["max_tokens"], old["state"]["length_policy"]
+    assert restore_codec(old).limit.max_tokens == 100
+
+
+# ----------------------------------------------------------------------------- needle demo
+
+
+def test_needle_codec_refuses_or_truncates_long_raw_sequences():
+    data = NeedleDataModule(min_len=2, max_len=4, max_tokens=4)
+    codec = restore_codec(codec_record(data.text_codec()))
+    with pytest.raises(RawInputError, match=r"^seq:1: sequence of 5 ids is longer than "
+                                            r"max_tokens=4"):
+        codec.parse(["2 1 3 4 5"], "seq")
+    with pytest.raises(ValueError, match="max_len=20 exceeds max_tokens=4"):
+        NeedleDataModule(max_tokens=4, max_len=20)
+    cutting = restore_codec(codec_record(NeedleDataModule(min_len=2, max_len=4, max_tokens=4,
+                                                          length_policy="truncate")
+                                         .text_codec()))
+    with pytest.warns(UserWarning, match="seq: 1 example longer than max_tokens=4 ids"):
+        assert cutting.parse(["2 1 3 4 5"], "seq") == [[2, 1, 3, 4]]
