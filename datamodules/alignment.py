@@ -4,7 +4,11 @@ GUIDED and PREDICTED fertilities and of the DROP score (Malaviya et al. 2018 use
 :func:`align` aligns a list of tokenized sentence pairs in one run and returns, per pair, the
 set of ``(source index, target index)`` links of the source-to-target direction. To align test
 pairs as well as possible, align them together with the training corpus (as the authors did).
-:func:`cached_links` keeps the links of a corpus in a file, computed once.
+:func:`cached_links` keeps the links of a corpus in a file, computed once; the caller names the
+file by all that the links depend on (the translation data: its BPE model, a digest of the
+filtered training split and the aligner's iterations, see
+:meth:`~datamodules.translation.TranslationDataModule.derived_file`). :func:`read_links` reads
+a links file, eflomal's own or a cached one, and checks it: one line per pair, never cut.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from pathlib import Path
 
 from lit_structattn.common.optional import optional_import
 
-from .files import atomic_path
+from .files import MalformedLine, atomic_path
 
 Links = set[tuple[int, int]]
 
@@ -41,22 +45,38 @@ def align(
     with tempfile.TemporaryDirectory() as folder:
         links_file = Path(folder) / "forward.links"
         aligner.align(source, target, links_filename_fwd=str(links_file), quiet=True)
-        lines = links_file.read_text(encoding="utf-8").split("\n")
+        return read_links(links_file, len(pairs))
+
+
+def read_links(path: Path, count: int) -> list[Links]:
+    """The links of a file of ``count`` lines, one per sentence pair, of ``i-j`` items.
+
+    Raises:
+        ValueError: the file has another number of lines (naming the file and both counts).
+        MalformedLine: an item is not two integers joined by ``-``.
+    """
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if len(lines) != count:
+        raise ValueError(f"{path}: {len(lines)} lines of links for {count} sentence pairs; a "
+                         "links file has one line per training pair (delete it to align again)")
     links = []
-    for line in lines[: len(pairs)]:
-        pairs_of_line = (item.split("-") for item in line.split())
-        links.append({(int(i), int(j)) for i, j in pairs_of_line})
+    for number, line in enumerate(lines, start=1):
+        try:
+            links.append({(int(i), int(j)) for i, j in (item.split("-") for item in line.split())})
+        except ValueError:
+            raise MalformedLine(path, number, "expected links 'i-j' (source index - target "
+                                f"index) separated by spaces, got {line!r}") from None
     return links
 
 
 def cached_links(path: Path, pairs: Sequence[tuple[Sequence[str], Sequence[str]]],
                  iterations: int | None = None) -> list[Links]:
     """:func:`align` of ``pairs``, kept in ``path`` (one line of ``i-j`` links per pair):
-    computed and written (whole, never half) when the file is missing, read otherwise."""
+    computed and written (whole, never half) when the file is missing, read otherwise
+    (:func:`read_links`: a file of another length is a ``ValueError``)."""
     if not path.is_file():
         links = align(pairs, iterations)
         with atomic_path(path) as partial:
             partial.write_text("".join(" ".join(f"{i}-{j}" for i, j in sorted(sentence)) + "\n"
-                                       for sentence in links))
-    lines = path.read_text().split("\n")[: len(pairs)]
-    return [{tuple(map(int, link.split("-"))) for link in line.split()} for line in lines]
+                                       for sentence in links), encoding="utf-8")
+    return read_links(path, len(pairs))

@@ -29,7 +29,10 @@ sources and their links), caches it at :meth:`TranslationDataModule.derived_file
 predictions back with :meth:`TranslationDataModule.set_fertilities` (``TranslationTask`` does
 this in its ``prepare_data`` and ``setup`` hooks; see :mod:`lit_structattn.fertility_training`);
 until then the loaders refuse to serve batches. With ``constant`` there is no ``fertility``
-key: the model applies its constant.
+key: the model applies its constant. The links and the predictor are keyed by what they are
+computed from, the BPE model and a digest of the filtered training split
+(:meth:`TranslationDataModule.derived_file`); those cached under the older names
+(``<bpe model>.max<L>.<kind>``) are not read: they are computed again under the new names.
 
 A trained model reads raw source sentences through :class:`TranslationCodec`
 (:meth:`TranslationDataModule.text_codec`, kept in every checkpoint): the BPE model itself, the
@@ -39,6 +42,7 @@ PREDICTED fertility predictor, which the task runs).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -92,6 +96,16 @@ def read_parallel(src_file: Path, tgt_file: Path) -> list[tuple[str, str]]:
     pairs = [(s.strip(), t.strip()) for s, t in zip(src, tgt, strict=True) if s.strip()]
     return list(require_records(pairs, src_file, "sentence pairs",
                                 f"{src_file.name} and {tgt_file.name} hold no non-blank line"))
+
+
+def split_digest(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], model: str) -> str:
+    """The sha256 (hex) of encoded pairs (source ids without the sink, target ids, in order)
+    and of ``model``, the name of the subword model that gave the ids (which holds the digest
+    of its own training text)."""
+    digest = hashlib.sha256(f"{model}\n".encode())
+    for source, target in pairs:
+        digest.update(f"{' '.join(map(str, source))}\t{' '.join(map(str, target))}\n".encode())
+    return digest.hexdigest()
 
 
 Item = tuple[list[int], list[int], int, list[float] | None]
@@ -251,7 +265,9 @@ class TranslationDataModule(SplitDataModule):
             :meth:`~datamodules.splits.SplitDataModule.loader_options`).
         seed: base seed of the training batch order.
 
-    After :meth:`setup`: ``subwords`` (:class:`Subwords`), ``datasets``, ``dropped_train`` and,
+    After :meth:`setup`: ``subwords`` (:class:`Subwords`), ``datasets``, ``dropped_train``,
+    ``training_digest`` (:func:`split_digest` of the filtered training split, the key of the
+    files derived from it: :meth:`derived_file`) and,
     for guided / predicted fertilities, ``training_links`` (eflomal's links of every training
     pair, dataset order); for guided ones ``fertility_table`` (source subword -> fertility),
     for predicted ones, once given, ``fertility_predictor`` (the predictor's plain values).
@@ -310,6 +326,7 @@ class TranslationDataModule(SplitDataModule):
         self.datasets: dict[str, TranslationDataset] = {}
         self.dropped_train = 0
         self.training_links: list[Links] | None = None
+        self.training_digest: str | None = None
         self.fertility_table: dict[str, int] | None = None  # guided
         self.fertility_predictor: dict | None = None  # predicted, by set_fertilities
         self._fertilities_given = False  # predicted ones, by set_fertilities
@@ -388,6 +405,8 @@ class TranslationDataModule(SplitDataModule):
                         and (h.max_length is None or len(t) <= h.max_length)]
                 self.dropped_train = len(items) - len(kept)
             encoded[split] = kept
+        self.training_digest = split_digest([ids for _, ids in encoded["train"]],
+                                            self.subwords.model_file.stem)
         fertilities = self._fertilities({k: [s for _, (s, _) in v] for k, v in encoded.items()},
                                         [t for _, (_, t) in encoded["train"]])
         sink = [SINK_ID] if h.sink else []
@@ -399,11 +418,14 @@ class TranslationDataModule(SplitDataModule):
             )
 
     def derived_file(self, kind: str) -> Path:
-        """The cache file ``kind`` (a suffix such as ``it5.links``) beside the BPE model, for
-        what is derived from the (filtered) training split: eflomal's links, and the fertility
-        predictor the application trains on them."""
+        """The cache file ``kind`` (a suffix such as ``it5.links`` naming the options that
+        change it) beside the BPE model, for what is derived from the filtered training split:
+        eflomal's links, and the fertility predictor the application trains on them. Named
+        ``<bpe model>.train-<12 hex digits of training_digest>.<kind>``, so every change of
+        that split (the data, ``max_length``, ``max_source_length``, ``sink``) is another
+        file."""
         model = self.subwords.model_file
-        return model.parent / f"{model.stem}.max{self.hparams.max_length}.{kind}"
+        return model.parent / f"{model.stem}.train-{self.training_digest[:12]}.{kind}"
 
     def _fertilities(
         self, sources: dict[str, list[list[int]]], train_targets: list[list[int]]

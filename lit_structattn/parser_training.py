@@ -14,30 +14,68 @@ vocabulary and its unlabeled attachment scores (UAS) on the EWT dev and test set
 happens only in the explicit preparation step (:func:`prepare_parser`: ``NLITask.prepare_data``
 or this module's command line); building a model only reads the cache (:func:`cached_parser`).
 
+The cache is keyed by everything the parser depends on, :func:`parser_settings`: every training
+option and the sha256 of the treebank files' bytes (so a changed treebank, or another data
+folder with other files, trains a new parser; the same files elsewhere reuse it). The file is
+named ``ewt_e<epochs>_d<embed>_h<hidden>_s<seed>_<12 hex digits of the settings>.pt`` and holds
+plain values only, read with ``torch.load(weights_only=True)``
+(:func:`~lit_structattn.common.plain_load.load_record`); its ``key`` must equal the settings,
+else it is refused. Parsers cached under the older names (``ewt_v3_...``) are not read: they are
+trained again under the new names.
+
     python -m lit_structattn.parser_training --epochs 5      # trains (or reads) and prints UAS
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import random
 from collections import Counter
 from pathlib import Path
 
 import torch
 
-from datamodules.files import atomic_path, cache_root, data_root
+from datamodules.files import atomic_path, cache_root, data_root, require_files
 from datamodules.ud_pos import DependencyTree, read_conllu_trees
 from datamodules.vocabulary import Vocabulary
 
+from .common.plain_load import load_record
 from .models.parser import DependencyParser, attachment_counts
 
 EWT_FILES = {split: f"en_ewt-ud-{split}.conllu.gz" for split in ("train", "dev", "test")}
+EWT_SOURCE = ("UD English-EWT (github.com/UniversalDependencies/UD_English-EWT), its CoNLL-U "
+              "files gzip-compressed")
 
 
-def parser_path(epochs: int, embed_dim: int, hidden_dim: int, seed: int) -> Path:
-    """The cache file of the parser trained with these settings."""
-    name = f"ewt_v3_e{epochs}_d{embed_dim}_h{hidden_dim}_s{seed}.pt"
+def treebank_folder() -> Path:
+    """``<data_root>/ud_english_ewt`` (:func:`~datamodules.files.data_root`), checked to hold
+    the EWT files (``FileNotFoundError`` naming the folder and the files otherwise)."""
+    return require_files(data_root() / "ud_english_ewt", EWT_FILES.values(), EWT_SOURCE)
+
+
+def parser_settings(epochs: int, embed_dim: int, hidden_dim: int, seed: int = 0,
+                    batch_size: int = 32, lr: float = 0.01, dropout: float = 0.3,
+                    max_length: int = 60) -> dict:
+    """Everything the parser trained by :func:`train_parser` depends on, its cache key: the
+    training options as given and ``treebank``, the sha256 (hex) of the bytes of the EWT files
+    (:func:`treebank_folder`), train, dev and test in that order."""
+    digest = hashlib.sha256()
+    found = treebank_folder()
+    for name in EWT_FILES.values():
+        digest.update((found / name).read_bytes())
+    return {"epochs": epochs, "embed_dim": embed_dim, "hidden_dim": hidden_dim, "seed": seed,
+            "batch_size": batch_size, "lr": lr, "dropout": dropout, "max_length": max_length,
+            "treebank": digest.hexdigest()}
+
+
+def parser_path(settings: dict) -> Path:
+    """The cache file of the parser of :func:`parser_settings` ``settings``: the main sizes
+    readable, then 12 hex digits of the sha256 of all the settings."""
+    key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
+    name = (f"ewt_e{settings['epochs']}_d{settings['embed_dim']}_h{settings['hidden_dim']}"
+            f"_s{settings['seed']}_{key}.pt")
     return cache_root() / "parsers" / name
 
 
@@ -74,23 +112,22 @@ def unlabeled_attachment(parser: DependencyParser, trees: list[DependencyTree], 
     return correct / total
 
 
-def train_parser(epochs: int = 5, embed_dim: int = 100, hidden_dim: int = 100, seed: int = 0,
-                 batch_size: int = 32, lr: float = 0.01, dropout: float = 0.3,
-                 max_length: int = 60,
-                 folder: Path | None = None, log=print) -> dict:
-    """Train on EWT train and return the cache record: ``state_dict``, ``vocab`` (tokens),
-    ``config`` and ``uas`` (``dev``/``test``)."""
-    folder = folder or data_root() / "ud_english_ewt"
+def train_parser(settings: dict, log=print) -> dict:
+    """Train on EWT train (:func:`treebank_folder`) with the options of :func:`parser_settings`
+    ``settings``; returns ``state_dict``, ``vocab`` (tokens) and ``uas`` (``dev``/``test``)."""
+    folder = treebank_folder()
     trees = {split: read_conllu_trees(folder / name) for split, name in EWT_FILES.items()}
     counts = Counter(w.lower() for t in trees["train"] for w in t.words)
     vocab = Vocabulary.build(counts, min_count=2)
+    seed = settings["seed"]
     torch.manual_seed(seed)
-    parser = DependencyParser(len(vocab), embed_dim, hidden_dim, bounded=False, dropout=dropout)
-    optimizer = torch.optim.Adam(parser.parameters(), lr=lr, betas=(0.9, 0.999))
-    batches = length_batches([t for t in trees["train"] if len(t.words) <= max_length],
-                             batch_size)
+    parser = DependencyParser(len(vocab), settings["embed_dim"], settings["hidden_dim"],
+                              bounded=False, dropout=settings["dropout"])
+    optimizer = torch.optim.Adam(parser.parameters(), lr=settings["lr"], betas=(0.9, 0.999))
+    batches = length_batches([t for t in trees["train"]
+                              if len(t.words) <= settings["max_length"]], settings["batch_size"])
     order = random.Random(seed)
-    for epoch in range(epochs):
+    for epoch in range(settings["epochs"]):
         parser.train()
         order.shuffle(batches)
         total = 0.0
@@ -105,43 +142,48 @@ def train_parser(epochs: int = 5, embed_dim: int = 100, hidden_dim: int = 100, s
         dev = unlabeled_attachment(parser, trees["dev"], vocab)
         log(f"parser epoch {epoch + 1}: loss/word {total / len(batches):.3f}, dev UAS {dev:.4f}")
     uas = {split: unlabeled_attachment(parser, trees[split], vocab) for split in ("dev", "test")}
-    config = {"epochs": epochs, "embed_dim": embed_dim, "hidden_dim": hidden_dim, "seed": seed,
-              "batch_size": batch_size, "lr": lr, "dropout": dropout, "max_length": max_length}
-    return {"state_dict": parser.state_dict(), "vocab": vocab.tokens, "config": config,
-            "uas": uas}
+    return {"state_dict": parser.state_dict(), "vocab": vocab.tokens, "uas": uas}
 
 
-def prepare_parser(epochs: int, embed_dim: int, hidden_dim: int, seed: int = 0,
-                   log=print) -> Path:
-    """The cache file of the parser with these settings, trained by :func:`train_parser` and
-    written (with :func:`~datamodules.files.atomic_path`) only if the cache has none. The
-    explicit preparation step of the NLI rows (``NLITask.prepare_data``, run once on local
-    rank 0 before any process builds its model)."""
-    path = parser_path(epochs, embed_dim, hidden_dim, seed)
+def prepare_parser(settings: dict, log=print) -> Path:
+    """The cache file of the parser of :func:`parser_settings` ``settings``, trained by
+    :func:`train_parser` and written (with :func:`~datamodules.files.atomic_path`) only if the
+    cache has none, with the settings as its ``key``. The explicit preparation step of the NLI
+    rows (``NLITask.prepare_data``, run once on local rank 0 before any process builds its
+    model)."""
+    path = parser_path(settings)
     if not path.is_file():
-        log(f"training the supervised parser ({epochs} epochs on UD English-EWT) -> {path}")
-        record = train_parser(epochs, embed_dim, hidden_dim, seed, log=log)
+        log(f"training the supervised parser ({settings['epochs']} epochs on UD English-EWT) "
+            f"-> {path}")
+        record = {**train_parser(settings, log=log), "key": settings}
         with atomic_path(path) as partial:
             torch.save(record, partial)
     return path
 
 
-def cached_parser(epochs: int, embed_dim: int, hidden_dim: int, seed: int = 0) -> dict:
-    """The cached record of :func:`train_parser` with these settings; never trains:
-    ``FileNotFoundError`` saying how to make it when the cache has none."""
-    path = parser_path(epochs, embed_dim, hidden_dim, seed)
+def cached_parser(settings: dict) -> dict:
+    """The cached record of the parser of :func:`parser_settings` ``settings``; never trains.
+
+    Raises:
+        FileNotFoundError: the cache has none (the message says how to make it).
+        ValueError: the file holds more than plain values, or another key
+            (:func:`~lit_structattn.common.plain_load.load_record`).
+    """
+    path = parser_path(settings)
     if not path.is_file():
         raise FileNotFoundError(
             f"no supervised parser cached at {path}: it is trained by the preparation step "
             "(NLITask.prepare_data, which Trainer.fit/validate/test/predict run first) or by "
-            f"`python -m lit_structattn.parser_training --epochs {epochs} --embed-dim "
-            f"{embed_dim} --hidden-dim {hidden_dim} --seed {seed}`")
-    return torch.load(path, map_location="cpu", weights_only=False)
+            f"`python -m lit_structattn.parser_training --epochs {settings['epochs']} "
+            f"--embed-dim {settings['embed_dim']} --hidden-dim {settings['hidden_dim']} "
+            f"--seed {settings['seed']}`")
+    return load_record(path, settings)
 
 
 def build_parser(record: dict, mode: str = "structured") -> tuple[DependencyParser, Vocabulary]:
-    """The parser of a cache record (in ``mode``) and its vocabulary."""
-    config = record["config"]
+    """The parser of a cache record (in ``mode``; its sizes are in the record's ``key``, the
+    :func:`parser_settings`) and its vocabulary."""
+    config = record["key"]
     parser = DependencyParser(len(record["vocab"]), config["embed_dim"], config["hidden_dim"],
                               mode=mode, bounded=False)
     parser.load_state_dict(record["state_dict"])
@@ -156,9 +198,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--hidden-dim", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    settings = (args.epochs, args.embed_dim, args.hidden_dim, args.seed)
-    path = prepare_parser(*settings)
-    uas = cached_parser(*settings)["uas"]
+    settings = parser_settings(args.epochs, args.embed_dim, args.hidden_dim, args.seed)
+    path = prepare_parser(settings)
+    uas = cached_parser(settings)["uas"]
     print(f"EWT UAS: dev {100 * uas['dev']:.2f}, test {100 * uas['test']:.2f} ({path})")
 
 

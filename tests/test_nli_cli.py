@@ -16,9 +16,10 @@ from lit_structattn import parser_training
 from lit_structattn.lightning_cli import build_cli
 from lit_structattn.models.decomposable import DecomposableAttention
 from lit_structattn.models.parser import DependencyParser
-from lit_structattn.parser_training import parser_path
+from lit_structattn.parser_training import parser_path, parser_settings
 from lit_structattn.reproduce.tables import TABLES
 from lit_structattn.tasks import NLITask
+from tests.test_cache_keys import cache_parser, write_treebank
 from tests.test_nli_data import snli_folder
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,21 +79,20 @@ TOKENS = ["<pad>", "<unk>", "w0", "w1", "sees", "."]
 
 
 def parser_record() -> tuple[DependencyParser, dict]:
-    """A small parser (6-d embeddings, 4 per direction) and its cache record."""
+    """A small parser (6-d embeddings, 4 per direction) and its cache record (without its
+    key, the settings: :func:`tests.test_cache_keys.cache_parser` adds them)."""
     torch.manual_seed(0)
     parser = DependencyParser(len(TOKENS), 6, 4, bounded=False)
     return parser, {"state_dict": parser.state_dict(), "vocab": TOKENS,
-                    "config": {"embed_dim": 6, "hidden_dim": 4},
                     "uas": {"dev": 0.5, "test": 0.25}}
 
 
 def test_supervised_rows_reuse_the_cached_parser(tmp_path, monkeypatch):
     monkeypatch.setenv("STRUCTATTN_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("STRUCTATTN_DATA", str(write_treebank(tmp_path / "data")))
     tokens = TOKENS
     parser, record = parser_record()
-    path = parser_path(1, 6, 4, 0)
-    path.parent.mkdir(parents=True)
-    torch.save(record, path)  # found in the cache: no training on EWT
+    cache_parser(record, parser_settings(1, 6, 4))  # found in the cache: no training on EWT
     args = tiny(tmp_path, "pretrained_structured", "--trainer.logger", "false",
                 "--trainer.callbacks", "null", "--trainer.enable_checkpointing", "false")
     cli = build_cli(args, run=False)
@@ -115,10 +115,12 @@ def test_the_parser_is_trained_in_prepare_data_before_the_model_is_built(tmp_pat
     """An empty cache: ``fit`` trains the parser in the task's ``prepare_data`` (before
     ``configure_model``) and caches it; a second fit reads the cache and trains nothing."""
     monkeypatch.setenv("STRUCTATTN_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("STRUCTATTN_DATA", str(write_treebank(tmp_path / "data")))
     events = []
 
-    def train_parser(epochs, embed_dim, hidden_dim, seed, log=print):
-        events.append(("train_parser", epochs, embed_dim, hidden_dim, seed))
+    def train_parser(settings, log=print):
+        events.append(("train_parser", settings["epochs"], settings["embed_dim"],
+                       settings["hidden_dim"], settings["seed"]))
         return parser_record()[1]
 
     configure_model = NLITask.configure_model
@@ -137,11 +139,12 @@ def test_the_parser_is_trained_in_prepare_data_before_the_model_is_built(tmp_pat
         cli.trainer.fit(cli.model, datamodule=cli.datamodule)
         assert cli.model.model.parser is not None
     assert events == [("train_parser", 1, 6, 4, 0), "configure_model", "configure_model"]
-    assert parser_path(1, 6, 4, 0).is_file()
+    assert parser_path(parser_settings(1, 6, 4)).is_file()
 
 
 def test_building_the_model_never_trains_the_parser(tmp_path, monkeypatch):
     monkeypatch.setenv("STRUCTATTN_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("STRUCTATTN_DATA", str(write_treebank(tmp_path / "data")))
     monkeypatch.setattr(parser_training, "train_parser",
                         lambda *a, **k: pytest.fail("the model build trained a parser"))
     model = DecomposableAttention(10, embed_dim=4, hidden_dim=4, intra="hard_parent",
@@ -149,4 +152,4 @@ def test_building_the_model_never_trains_the_parser(tmp_path, monkeypatch):
     task = NLITask(model, parser_epochs=5)
     with pytest.raises(FileNotFoundError, match="prepare_data"):
         task.prepare_for(SimpleNamespace(vectors=None))
-    assert not parser_path(5, 6, 4, 0).exists()
+    assert not parser_path(parser_settings(5, 6, 4)).exists()

@@ -16,11 +16,12 @@ from datamodules.synthetic import NeedleCodec, NeedleDataModule
 from datamodules.vocabulary import Vocabulary
 from lit_structattn.common.codec import RawInputError, codec_record, restore_codec
 from lit_structattn.lightning_cli import build_cli
-from lit_structattn.parser_training import parser_path
+from lit_structattn.parser_training import parser_settings
 from lit_structattn.tasks import load_task
 from tests.raw_prediction import fresh_process, predict_raw, refused
 from tests.test_babi_cli import tiny as babi_args
 from tests.test_babi_data import STORY
+from tests.test_cache_keys import cache_parser, write_treebank
 from tests.test_nli_cli import parser_record
 from tests.test_nli_cli import tiny as nli_args
 from tests.test_seq2seq_cli import ROOT
@@ -153,9 +154,8 @@ def nli(tmp_path_factory) -> dict[str, Path]:
     glove.write_text(GLOVE)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("STRUCTATTN_CACHE", str(out / "cache"))
-        path = parser_path(1, 6, 4, 0)
-        path.parent.mkdir(parents=True)
-        torch.save(parser_record()[1], path)
+        patch.setenv("STRUCTATTN_DATA", str(write_treebank(out / "data")))
+        cache_parser(parser_record()[1], parser_settings(1, 6, 4))
         args = nli_args(out, "pretrained_structured", *QUIET, "--data.init_args.vectors",
                         str(glove), "--data.init_args.vector_dim", "3")
         fit_and_save(args, out / "nli.ckpt")

@@ -63,21 +63,25 @@ class NLITask(Task):
             {split: MulticlassAccuracy(classes, average="micro") for split in ("val", "test")})
         self.report_notes: dict[str, str] = {}
 
-    def _parser_settings(self) -> tuple[int, int, int, int]:
-        """The cache key of the supervised parser: epochs, sizes, seed."""
-        return (self.hparams.parser_epochs, self.model.parser_embed_dim, self.model.parser_dim,
-                self.hparams.parser_seed)
+    def _parser_settings(self) -> dict:
+        """The cache key of the supervised parser
+        (:func:`~lit_structattn.parser_training.parser_settings`): epochs, sizes, seed, its
+        training options and the digest of the treebank's files."""
+        from ..parser_training import parser_settings
+
+        return parser_settings(self.hparams.parser_epochs, self.model.parser_embed_dim,
+                               self.model.parser_dim, self.hparams.parser_seed)
 
     def prepare_data(self) -> None:
         """Train the supervised parser of ``hard_parent`` / ``pretrained_structured`` unless the
         cache has it (nothing for the other variants). Lightning runs this once per node, on
         local rank 0, before ``setup`` and :meth:`configure_model`, while the other processes
-        wait; the cache file is named by the hyper-parameters alone
-        (:func:`~lit_structattn.parser_training.parser_path`), so no data is needed here."""
+        wait; the cache file is named by the parser's settings and the treebank's content
+        (:func:`~lit_structattn.parser_training.parser_path`), so no NLI data is needed here."""
         if self.model.intra in SUPERVISED:
             from ..parser_training import prepare_parser
 
-            prepare_parser(*self._parser_settings(), log=self.print)
+            prepare_parser(self._parser_settings(), log=self.print)
 
     def configure_model(self) -> None:
         """Give the model what the set-up ``trainer.datamodule`` brings (:meth:`prepare_for`);
@@ -98,7 +102,7 @@ class NLITask(Task):
             return
         from ..parser_training import build_parser, cached_parser
 
-        record = cached_parser(*self._parser_settings())
+        record = cached_parser(self._parser_settings())
         parser, parser_vocab = build_parser(record)
         model.attach_parser(parser, torch.tensor([parser_vocab.id(w.lower())
                                                   for w in data.vocab.tokens]))
