@@ -34,6 +34,12 @@ computed from, the BPE model and a digest of the filtered training split
 (:meth:`TranslationDataModule.derived_file`); those cached under the older names
 (``<bpe model>.max<L>.<kind>``) are not read: they are computed again under the new names.
 
+Bounded cost (:mod:`datamodules.limits`): the training split is filtered by ``max_length`` /
+``max_source_length`` (the paper's filtering, unchanged); a validation or test pair, or a raw
+source sentence given to a trained model, whose source or target has more than ``max_tokens``
+units (subwords, or characters) is refused naming its ``file:line``, or with
+``length_policy="truncate"`` cut (its reference text for BLEU stays whole).
+
 A trained model reads raw source sentences through :class:`TranslationCodec`
 (:meth:`TranslationDataModule.text_codec`, kept in every checkpoint): the BPE model itself, the
 languages, the source and target units, the sink and the fertilities (the GUIDED table, or the
@@ -51,7 +57,6 @@ import torch
 from torch.utils.data import DataLoader
 
 from lit_structattn.common.checks import check_choice
-from lit_structattn.common.codec import TextCodec
 from lit_structattn.common.constants import BOS_ID, EOS_ID
 from lit_structattn.common.optional import optional_import
 
@@ -60,6 +65,7 @@ from .batching import EncodedItems, seq2seq_batch
 from .fertility import guided_fertility_table, lookup_fertilities
 from .files import MalformedLine, cache_root, data_root, open_text, require_records
 from .hub import load_hub_dataset
+from .limits import BoundedCodec, LengthLimit, limit_from_state
 from .splits import SplitDataModule, check_loader_options
 from .subwords import SINK_ID, Subwords, TargetWords, cached_subwords
 
@@ -67,6 +73,10 @@ SPLITS = ("train", "val", "test")
 FERTILITIES = ("constant", "guided", "predicted")
 SOURCE_UNITS = ("subwords", "characters")
 TARGET_UNITS = ("subwords", "words")
+#: the default ``max_tokens`` (units of a source or target outside training); the longest
+#: validation or test sentence of the shipped Multi30k has 198 characters (so as many units at
+#: most, plus a word-start mark)
+MAX_TOKENS = 400
 
 
 def read_parallel(src_file: Path, tgt_file: Path) -> list[tuple[str, str]]:
@@ -106,6 +116,14 @@ def split_digest(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], model: st
     for source, target in pairs:
         digest.update(f"{' '.join(map(str, source))}\t{' '.join(map(str, target))}\n".encode())
     return digest.hexdigest()
+
+
+def pair_lines(src_file: Path) -> list[int]:
+    """The number of the line of each pair :func:`read_parallel` returns (the non-blank lines
+    of ``src_file``)."""
+    with open_text(src_file) as f:
+        return [number for number, line in enumerate(f.read().split("\n"), start=1)
+                if line.strip()]
 
 
 Item = tuple[list[int], list[int], int, list[float] | None]
@@ -148,7 +166,7 @@ class SourceSentence(NamedTuple):
     fertility: list[float] | None
 
 
-class TranslationCodec(TextCodec):
+class TranslationCodec(BoundedCodec):
     """Raw source sentences for a trained translation model, and its outputs back into text
     (:class:`~lit_structattn.common.codec.TextCodec`): what the data built in ``setup``, with no
     file and no cache folder.
@@ -165,6 +183,8 @@ class TranslationCodec(TextCodec):
             ``weights``, :func:`lit_structattn.fertility_training.predictor_state`). The data
             runs no model: the task rebuilds it and adds the ``fertility`` of raw batches
             (:meth:`~lit_structattn.tasks.TranslationTask.with_fertility`).
+        limit: the most source units of a sentence (default :data:`MAX_TOKENS`, refused),
+            kept in :meth:`state`.
 
     Batches: the layout of :func:`collate_pairs` with empty targets (``tgt_in`` = ``<bos>``,
     ``tgt_out`` = ``<eos>``) and ``index`` the sentence's position; ``fertility [B, S]`` with
@@ -176,7 +196,8 @@ class TranslationCodec(TextCodec):
     def __init__(self, subwords: Subwords, source_units: str = "subwords", sink: bool = False,
                  fertility_strategy: str = "constant",
                  fertility_table: dict[str, int] | None = None,
-                 predictor: dict[str, Any] | None = None) -> None:
+                 predictor: dict[str, Any] | None = None, limit: LengthLimit | None = None
+                 ) -> None:
         check_choice("source_units", source_units, SOURCE_UNITS)
         check_choice("fertility_strategy", fertility_strategy, FERTILITIES)
         needed = {"guided": ("fertility_table", fertility_table),
@@ -186,10 +207,12 @@ class TranslationCodec(TextCodec):
         self.subwords, self.source_units, self.sink = subwords, source_units, sink
         self.fertility_strategy = fertility_strategy
         self.fertility_table, self.predictor = fertility_table, predictor
+        self.limit = limit or LengthLimit(MAX_TOKENS, unit="units")
 
     def state(self) -> dict[str, Any]:
         """The BPE model's bytes (``sentencepiece``, a uint8 tensor), the languages, the
-        target words (None for subword targets), the units, the sink and the fertilities."""
+        target words (None for subword targets), the units, the sink, the fertilities and the
+        limit."""
         proto = self.subwords.processor.serialized_model_proto()
         words = self.subwords.target_words
         return {"sentencepiece": torch.frombuffer(bytearray(proto), dtype=torch.uint8),
@@ -197,7 +220,8 @@ class TranslationCodec(TextCodec):
                 "target_words": None if words is None else words.state()["tokens"],
                 "source_units": self.source_units, "sink": self.sink,
                 "fertility_strategy": self.fertility_strategy,
-                "fertility_table": self.fertility_table, "predictor": self.predictor}
+                "fertility_table": self.fertility_table, "predictor": self.predictor,
+                **self.limit.state()}
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> TranslationCodec:
@@ -206,16 +230,18 @@ class TranslationCodec(TextCodec):
         if state["target_words"] is not None:
             subwords.target_words = TargetWords(state["target_words"], state["tgt_lang"])
         return cls(subwords, state["source_units"], state["sink"], state["fertility_strategy"],
-                   state["fertility_table"], state["predictor"])
+                   state["fertility_table"], state["predictor"],
+                   limit_from_state(state, MAX_TOKENS, "units"))
 
     def read(self, line: str) -> SourceSentence:
-        """A non-blank line as a :class:`SourceSentence`; ``ValueError`` for a line that
-        tokenizes to nothing (control characters only)."""
+        """A non-blank line as a :class:`SourceSentence` within ``limit``; ``ValueError`` for a
+        line that tokenizes to nothing (control characters only) or to too many units."""
         text = line.strip()
         ids = self.subwords.encode_source(text, self.source_units)
         if not ids:
             raise ValueError("nothing to translate: the line has no word once tokenized "
                              "(control characters only?)")
+        ids = self.limit.cut((ids,), "source sentence")[0]
         fertility = None
         if self.fertility_strategy == "guided":
             fertility = lookup_fertilities([self.subwords.pieces(ids)],
@@ -264,6 +290,10 @@ class TranslationDataModule(SplitDataModule):
         num_workers, pin_memory: DataLoader workers and pinned memory (None: by device,
             :meth:`~datamodules.splits.SplitDataModule.loader_options`).
         seed: base seed of the training batch order.
+        max_tokens, length_policy: the most units of a source or target of the validation and
+            test splits and of a raw source sentence, and ``"error"`` (refused, naming
+            ``file:line``) or ``"truncate"`` (cut, with a warning counting them); see the
+            module docstring. The training split is bounded by ``max_length`` only.
 
     After :meth:`setup`: ``subwords`` (:class:`Subwords`), ``datasets``, ``dropped_train``,
     ``training_digest`` (:func:`split_digest` of the filtered training split, the key of the
@@ -297,9 +327,12 @@ class TranslationDataModule(SplitDataModule):
         num_workers: int | None = None,
         seed: int = 0,
         pin_memory: bool | None = None,
+        max_tokens: int = MAX_TOKENS,
+        length_policy: str = "error",
     ) -> None:
         super().__init__()
         check_loader_options(num_workers, pin_memory)
+        self.limit = LengthLimit(max_tokens, length_policy, "units")
         for name, value, low in (("bpe_size", bpe_size, 8), ("batch_size", batch_size, 1),
                                  ("bucket_batches", bucket_batches, 1),
                                  ("eval_batch_size", eval_batch_size or 1, 1)):
@@ -404,6 +437,8 @@ class TranslationDataModule(SplitDataModule):
                         if (max_source is None or len(s) + h.sink <= max_source)
                         and (h.max_length is None or len(t) <= h.max_length)]
                 self.dropped_train = len(items) - len(kept)
+            else:
+                kept = self._bounded(split, kept)
             encoded[split] = kept
         self.training_digest = split_digest([ids for _, ids in encoded["train"]],
                                             self.subwords.model_file.stem)
@@ -416,6 +451,21 @@ class TranslationDataModule(SplitDataModule):
                 None if fertilities is None else [f + [1.0] * h.sink
                                                   for f in fertilities[split]],
             )
+
+    def _bounded(self, split: str, kept: list) -> list:
+        """The encoded ``(text pair, (source ids, target ids))`` of an evaluation ``split``
+        within ``limit``, errors naming the source file and line (the hub split and the pair's
+        number for a hub dataset)."""
+        h = self.hparams
+        if h.data_dir is not None or h.hub_name is None:
+            src_file = self.split_files(split)[0]
+            where, numbers = src_file, pair_lines(src_file)
+        else:
+            where, numbers = f"{h.hub_name} {split}", range(1, len(kept) + 1)
+        bounded = [(pair, tuple(self.limit.cut(ids, "source or target", where, number)))
+                   for number, (pair, ids) in zip(numbers, kept, strict=True)]
+        self.limit.warn(where)
+        return bounded
 
     def derived_file(self, kind: str) -> Path:
         """The cache file ``kind`` (a suffix such as ``it5.links`` naming the options that
@@ -565,7 +615,7 @@ class TranslationDataModule(SplitDataModule):
             raise RuntimeError("fertility_strategy='predicted': the text codec needs the "
                                "fertility predictor, given with set_fertilities(..., predictor)")
         return TranslationCodec(self.subwords, h.source_units, h.sink, h.fertility_strategy,
-                                self.fertility_table, self.fertility_predictor)
+                                self.fertility_table, self.fertility_predictor, self.limit)
 
     collate = staticmethod(collate_pairs)  # batches of the length-bucketed loaders
 

@@ -338,3 +338,54 @@ def test_needle_codec_refuses_or_truncates_long_raw_sequences():
                                          .text_codec()))
     with pytest.warns(UserWarning, match="seq: 1 example longer than max_tokens=4 ids"):
         assert cutting.parse(["2 1 3 4 5"], "seq") == [[2, 1, 3, 4]]
+
+
+# ----------------------------------------------------------------------------- translation
+
+
+def _translation_corpus(tmp_path):
+    """The generated corpus, with short test sentences and a long validation pair on line 3
+    (after a blank line)."""
+    pytest.importorskip("sentencepiece")
+    pytest.importorskip("sacremoses")
+    from .translation_corpus import write_corpus
+
+    corpus = tmp_path / "corpus"
+    write_corpus(corpus, gz=False)
+    long = " und ".join(["im Park"] * 30)
+    _write(corpus / "val.de", f"Der Hund läuft.\n\nDer Hund läuft {long}.\n")
+    _write(corpus / "val.en", "The dog runs.\n\nThe dog runs " + " and ".join(["in the park"] * 30)
+           + ".\n")
+    _write(corpus / "test.de", "Der Hund läuft.\n")
+    _write(corpus / "test.en", "The dog runs.\n")
+    return corpus
+
+
+def _translation(corpus, tmp_path, **kwargs):
+    from datamodules.translation import TranslationDataModule
+
+    return TranslationDataModule(data_dir=str(corpus), prefixes=("train", "val", "test"),
+                                 bpe_size=60, batch_size=16, cache_dir=str(tmp_path / "cache"),
+                                 max_length=None, max_tokens=20, **kwargs)
+
+
+def test_translation_bounds_evaluation_pairs_but_keeps_every_training_pair(tmp_path):
+    corpus = _translation_corpus(tmp_path)
+    with pytest.raises(MalformedLine) as error:
+        _translation(corpus, tmp_path).setup()
+    _refused(error.value, corpus / "val.de", 3, 20)
+    data = _translation(corpus, tmp_path, length_policy="truncate")
+    with pytest.warns(UserWarning, match=r"val\.de: 1 example longer than max_tokens=20 units"):
+        data.setup()
+    assert len(data.datasets["train"]) == 300  # the training split: max_length only
+    assert max(len(s) for s, _, _, _ in data.datasets["train"].items) > 20
+    assert [len(s) <= 20 and len(t) <= 20 for s, t, _, _ in data.datasets["val"].items] == [
+        True, True]
+    record = codec_record(data.text_codec())
+    assert record["state"]["max_tokens"] == 20
+    record["state"]["length_policy"] = "error"
+    codec = restore_codec(record)
+    with pytest.raises(RawInputError, match=r"^src\.txt:2: source sentence of \d+ units is "
+                                            r"longer than max_tokens=20"):
+        codec.parse(["Der Hund läuft.", "Der Hund läuft " + " und ".join(["im Park"] * 30)],
+                    "src.txt")
