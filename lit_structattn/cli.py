@@ -40,6 +40,7 @@ from pathlib import Path
 import lightning as L
 import yaml
 from lightning.fabric.utilities.exceptions import MisconfigurationException
+from lightning.pytorch.cli import LightningCLI
 
 from . import experiments
 from .interruption import FitInterrupted
@@ -237,7 +238,8 @@ def _class_being_built(error: BaseException) -> str | None:
     in ``error``'s traceback, or None."""
     for frame in _frames(error):
         instance = frame.f_locals.get("self")
-        if frame.f_code.co_name != "__init__" or instance is None:
+        if frame.f_code.co_name != "__init__" or instance is None or isinstance(
+                instance, LightningCLI):  # the command itself, not a class it builds
             continue
         cls = type(instance)
         if cls.__module__.split(".")[0] in ("lit_structattn", "datamodules"):
