@@ -44,7 +44,7 @@ TRUST_HINT = ("load only checkpoints you trust, then with load_task(path, truste
 
 
 def read_checkpoint(source: str | os.PathLike | IO[bytes], name: str | None = None,
-                    trusted: bool = False) -> dict[str, Any]:
+                    trusted: bool = False, hint: str = TRUST_HINT) -> dict[str, Any]:
     """The checkpoint in ``source`` (a path or a binary file object) as a dict, its tensors on
     the CPU, unpickled as data only (``weights_only=True``) unless ``trusted``.
 
@@ -53,6 +53,8 @@ def read_checkpoint(source: str | os.PathLike | IO[bytes], name: str | None = No
         name: how errors name the file (default: ``source`` when it is a path).
         trusted: unpickle in full (any Python object, any code it calls): only for legacy
             checkpoints from a source you trust.
+        hint: what the refusal of a file holding Python objects advises (a cache file:
+            delete it to recompute it).
 
     Raises:
         UnsafeCheckpoint: the file holds Python objects beyond tensors and plain values.
@@ -67,7 +69,7 @@ def read_checkpoint(source: str | os.PathLike | IO[bytes], name: str | None = No
         if objects:
             raise UnsafeCheckpoint(
                 f"{name}: refused: the checkpoint holds Python objects that could run code "
-                f"when loaded ({', '.join(objects)}); {TRUST_HINT}") from None
+                f"when loaded ({', '.join(objects)}); {hint}") from None
         raise UnreadableCheckpoint(_not_a_checkpoint(name, error)) from None
     except (RuntimeError, OSError, EOFError, KeyError, ValueError) as error:
         raise UnreadableCheckpoint(_not_a_checkpoint(name, error)) from None
