@@ -21,6 +21,7 @@ from __future__ import annotations
 import io
 import os
 import pickle
+import re
 import sys
 import zipfile
 from pathlib import Path
@@ -65,7 +66,8 @@ def read_checkpoint(source: str | os.PathLike | IO[bytes], name: str | None = No
     try:
         return torch.load(data, map_location="cpu", weights_only=not trusted)
     except pickle.UnpicklingError as error:
-        objects = _python_objects(data) if "Weights only load failed" in str(error) else []
+        refused = "Weights only load failed" in str(error)
+        objects = _python_objects(data, str(error)) if refused else []
         if objects:
             raise UnsafeCheckpoint(
                 f"{name}: refused: the checkpoint holds Python objects that could run code "
@@ -78,14 +80,16 @@ def read_checkpoint(source: str | os.PathLike | IO[bytes], name: str | None = No
             data.close()
 
 
-def _python_objects(data: IO[bytes]) -> list[str]:
+def _python_objects(data: IO[bytes], message: str) -> list[str]:
     """The Python objects (``module.name``) beyond plain data that the checkpoint in ``data``
-    asks for; empty when it is not a checkpoint at all."""
+    asks for (``message``: torch's refusal); empty when it is not a checkpoint at all."""
     data.seek(0)
     try:
         return torch.serialization.get_unsafe_globals_in_checkpoint(data)
     except (ValueError, RuntimeError):
         return []
+    except AttributeError:  # torch < 2.5: the first object, from the refusal's text
+        return re.findall(r"GLOBAL (\S+)", message)[:1]
 
 
 def _not_a_checkpoint(name: str, error: BaseException) -> str:

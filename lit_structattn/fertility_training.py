@@ -33,7 +33,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from datamodules.files import atomic_path
 from datamodules.translation import TranslationDataModule
 
-from .common.plain_load import load_record
+from .cache_records import load_record
 from .models.fertility import (
     FertilityPredictor,
     fertility_targets,
@@ -84,7 +84,7 @@ def load_fertility_predictor(data: TranslationDataModule, epochs: int) -> Fertil
 
     Raises:
         ValueError: the file holds more than plain values, or not :func:`predictor_key`
-            (:func:`~lit_structattn.common.plain_load.load_record`).
+            (:func:`~lit_structattn.cache_records.load_record`).
     """
     record = load_record(predictor_file(data, epochs), predictor_key(data, epochs))
     return predictor_from_state({"sizes": {"vocab_size": len(data.subwords)},

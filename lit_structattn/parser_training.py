@@ -19,7 +19,7 @@ option and the sha256 of the treebank files' bytes (so a changed treebank, or an
 folder with other files, trains a new parser; the same files elsewhere reuse it). The file is
 named ``ewt_e<epochs>_d<embed>_h<hidden>_s<seed>_<12 hex digits of the settings>.pt`` and holds
 plain values only, read with ``torch.load(weights_only=True)``
-(:func:`~lit_structattn.common.plain_load.load_record`); its ``key`` must equal the settings,
+(:func:`~lit_structattn.cache_records.load_record`); its ``key`` must equal the settings,
 else it is refused. Parsers cached under the older names (``ewt_v3_...``) are not read: they are
 trained again under the new names.
 
@@ -41,7 +41,7 @@ from datamodules.files import atomic_path, cache_root, data_root, require_files
 from datamodules.ud_pos import DependencyTree, read_conllu_trees
 from datamodules.vocabulary import Vocabulary
 
-from .common.plain_load import load_record
+from .cache_records import load_record
 from .models.parser import DependencyParser, attachment_counts
 
 EWT_FILES = {split: f"en_ewt-ud-{split}.conllu.gz" for split in ("train", "dev", "test")}
@@ -167,7 +167,7 @@ def cached_parser(settings: dict) -> dict:
     Raises:
         FileNotFoundError: the cache has none (the message says how to make it).
         ValueError: the file holds more than plain values, or another key
-            (:func:`~lit_structattn.common.plain_load.load_record`).
+            (:func:`~lit_structattn.cache_records.load_record`).
     """
     path = parser_path(settings)
     if not path.is_file():

@@ -21,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..checkpoints import read_checkpoint
+from .checkpoints import read_checkpoint
 
 CACHE_HINT = "a cache file holds only plain data: delete it to recompute it"
 
