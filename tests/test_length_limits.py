@@ -28,6 +28,8 @@ from datamodules.vocabulary import Vocabulary
 from datamodules.word_qe import QECodec, WordQEDataModule
 from lit_structattn.common.codec import RawInputError, codec_record, restore_codec
 from lit_structattn.common.constants import SEQUENCE_SPECIALS
+from tests.raw_prediction import refused
+from tests.test_seq2seq_cli import trained  # noqa: F401 (the fixture)
 
 
 def _write(path, text):
@@ -389,3 +391,19 @@ def test_translation_bounds_evaluation_pairs_but_keeps_every_training_pair(tmp_p
                                             r"longer than max_tokens=20"):
         codec.parse(["Der Hund läuft.", "Der Hund läuft " + " und ".join(["im Park"] * 30)],
                     "src.txt")
+
+
+# ----------------------------------------------------------------------------- end to end
+
+
+def test_structattn_predict_refuses_an_over_long_formula_from_a_real_checkpoint(
+        trained, tmp_path, capsys):  # noqa: F811
+    """The limit travels in the checkpoint (default 400 symbols): the issue's 1,601-symbol
+    formula is refused in one line, exit 2, before any decoding."""
+    formula = "( + 1 2 )"
+    while len(formula.split()) < 1601:
+        formula = f"( * {formula} 3 )"
+    raw = _write(tmp_path / "formulas.txt", f"( + 1 2 )\n{formula}\n")
+    stderr = refused(next(trained.rglob("last.ckpt")), raw, 2, capsys)
+    assert "formula of 1601 symbols is longer than max_tokens=400" in stderr.splitlines()[0]
+    assert "Traceback" not in stderr
