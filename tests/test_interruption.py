@@ -53,7 +53,7 @@ def newest_last(out: Path) -> Path:
 
 
 def weights(out: Path) -> dict[str, torch.Tensor]:
-    return torch.load(newest_last(out), map_location="cpu", weights_only=False)["state_dict"]
+    return torch.load(newest_last(out), map_location="cpu", weights_only=True)["state_dict"]
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +76,7 @@ def test_sigint_mid_epoch_then_resume_gives_the_uninterrupted_weights(straight, 
     code, stderr = finish(fit)
     assert code == 130, stderr[-3000:]
     assert "SIGINT: stopped at epoch 1, step" in stderr and "--ckpt_path last" in stderr
-    saved = torch.load(newest_last(tmp_path), map_location="cpu", weights_only=False)
+    saved = torch.load(newest_last(tmp_path), map_location="cpu", weights_only=True)
     assert saved["epoch"] == 1 and 5 < saved["global_step"] < 10  # mid-epoch
 
     code, stderr = finish(start(tiny(tmp_path, *SLOW_STEPS, "--ckpt_path", "last"), tmp_path))
@@ -93,7 +93,7 @@ def test_sigterm_stops_at_the_step_with_a_checkpoint(tmp_path):
                                      "--trainer.callbacks.signal_name", "SIGTERM"), tmp_path))
     assert code == 130, stderr[-3000:]
     assert "SIGTERM: stopped at epoch 1, step 7" in stderr
-    saved = torch.load(newest_last(tmp_path), map_location="cpu", weights_only=False)
+    saved = torch.load(newest_last(tmp_path), map_location="cpu", weights_only=True)
     assert (saved["epoch"], saved["global_step"]) == (1, 7)
 
 

@@ -175,7 +175,7 @@ def nli_data(folder: Path, tmp_path: Path) -> NLIDataModule:
 
 def test_fresh_process_classifies_raw_pairs(nli, tmp_path):
     checkpoint = nli["checkpoint"]
-    weights = torch.load(checkpoint, map_location="cpu", weights_only=False)["state_dict"]
+    weights = torch.load(checkpoint, map_location="cpu", weights_only=True)["state_dict"]
     assert {"model.parser_ids", "model.parser.embedding.weight", "model.embedding.weight"} <= \
         set(weights)  # the supervised parser, its word-id map and the fixed vectors travel
     premises, hypotheses = ["w0 sees w1.", "A zebra sees w2"], ["W1 w2", "w2 sleeps !"]

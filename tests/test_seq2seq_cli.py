@@ -102,13 +102,13 @@ def test_interrupted_fit_resumes_from_last(tmp_path):
     import torch
 
     last = next(tmp_path.rglob("last.ckpt"))
-    saved = torch.load(last, map_location="cpu", weights_only=False)
+    saved = torch.load(last, map_location="cpu", weights_only=True)
     assert saved["epoch"] == 1
     resumed = structattn("fit", *args, "--ckpt_path", "last", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "Restored all states" in resumed.stderr + resumed.stdout
     newest = max(tmp_path.rglob("last.ckpt"), key=lambda path: path.stat().st_mtime)
-    final = torch.load(newest, map_location="cpu", weights_only=False)
+    final = torch.load(newest, map_location="cpu", weights_only=True)
     assert final["epoch"] == 2 and final["global_step"] == 3 * saved["global_step"] // 2
 
 

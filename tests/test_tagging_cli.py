@@ -55,7 +55,7 @@ def test_fit_test_predict_nef(tmp_path):
     from lit_structattn.tasks import TaggingTask
 
     checkpoint = next(tmp_path.rglob("last.ckpt"))
-    saved = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    saved = torch.load(checkpoint, map_location="cpu", weights_only=True)
     hparams = saved["hyper_parameters"]
     assert "data_sizes" not in saved
     with mock.patch.object(UDPOSDataModule, "setup", side_effect=AssertionError("data read")):
@@ -116,7 +116,7 @@ def test_qe_checkpoint_keeps_what_the_data_gave(tmp_path):
     ])
     data = cli.datamodule
     checkpoint = next(run.rglob("last.ckpt"))
-    hparams = torch.load(checkpoint, map_location="cpu", weights_only=False)["hyper_parameters"]
+    hparams = torch.load(checkpoint, map_location="cpu", weights_only=True)["hyper_parameters"]
     tagger = hparams["model"]["init_args"]
     assert (tagger["vocab_size"], tagger["num_tags"], tagger["source_vocab_size"]) == (
         data.vocab_size, data.num_tags, data.source_vocab_size)
