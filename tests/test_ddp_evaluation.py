@@ -1,9 +1,9 @@
 """DDP counts every evaluation example once: validating one checkpoint on an odd-sized split
 with 1 and with 2 CPU (gloo) processes logs the same metrics (the padded DistributedSampler
 would evaluate one example twice; :class:`~datamodules.batching.EvaluationShard`), the
-validation loss included (a torchmetrics mean weighted by examples,
-``Task.log_validation_loss``). On a machine with GPUs, the same over all of them after a DDP
-fit there (marked ``cuda``)."""
+validation loss included (a torchmetrics mean weighted by what the loss averages: examples, or
+the target tokens of an encoder-decoder; ``Task.log_validation_loss``). On a machine with GPUs,
+the same over all of them after a DDP fit there (marked ``cuda``)."""
 
 from __future__ import annotations
 
@@ -84,6 +84,16 @@ NEEDLE = ["--config", str(CONFIGS / "demo" / "needle.yaml"), "--data.init_args.n
 @pytest.mark.slow
 def test_needle_classifier(tmp_path):
     assert_one_and_two_processes_agree(NEEDLE, tmp_path, "val/acc")
+
+
+def test_tree_transduction(tmp_path):
+    """15 validation formulas of 5 depths in batches of 4 by length: the processes' batches are
+    not the one process's, so a loss averaged per batch, not per target token, would differ."""
+    args = ["--config", str(CONFIGS / "tree_transduction" / "base.yaml"), "--config",
+            str(CONFIGS / "tree_transduction" / "none.yaml"),
+            "--data.init_args.train_per_depth", "10", "--data.init_args.eval_per_depth", "3",
+            "--data.init_args.batch_size", "4", "--model.init_args.max_decode_len", "40"]
+    assert_one_and_two_processes_agree(args, tmp_path, "val/ltf")
 
 
 @pytest.mark.cuda
