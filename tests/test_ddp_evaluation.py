@@ -1,9 +1,10 @@
-"""DDP counts every evaluation example once: validating one checkpoint on an odd-sized split
-with 1 and with 2 CPU (gloo) processes logs the same metrics (the padded DistributedSampler
-would evaluate one example twice; :class:`~datamodules.batching.EvaluationShard`), the
-validation loss included (a torchmetrics mean weighted by what the loss averages: examples, or
-the target tokens of an encoder-decoder; ``Task.log_validation_loss``). On a machine with GPUs,
-the same over all of them after a DDP fit there (marked ``cuda``)."""
+"""DDP counts every evaluation example once: validating (or testing) one checkpoint on an
+odd-sized split with 1 and with 2 CPU (gloo) processes logs the same metrics (the padded
+DistributedSampler would evaluate one example twice; :class:`~datamodules.batching.
+EvaluationShard`), the loss included (a torchmetrics mean weighted by what the loss averages:
+examples, or the target tokens of an encoder-decoder; ``Task.log_validation_loss``), one test
+per task family (QA's: ``tests/test_babi_ddp.py``). On a machine with GPUs, the same over all of
+them after a DDP fit there (marked ``cuda``)."""
 
 from __future__ import annotations
 
