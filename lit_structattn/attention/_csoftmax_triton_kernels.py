@@ -105,7 +105,8 @@ def forward_kernel(z_ptr, u_ptr, valid_ptr, a_ptr, state_ptr, certified_ptr,
     lo = tl.min(tl.where(open_, zc - tl.log(tl.where(open_, u, 1.0)), POS_INF), 1)
     peak = tl.max(tl.where(open_, zc, NEG_INF), 1)
     peak = tl.where(peak > NEG_INF, peak, 0.0)
-    hi = peak + tl.log(tl.sum(tl.where(open_, tl.exp(zc - peak[:, None]), 0.0), 1))
+    hi = peak + tl.log(tl.sum(tl.where(open_, tl.exp(zc - peak[:, None]), 0.0), 1)
+                       + tl.where(nonempty, 0.0, 1.0))  # a row with no valid position: log 1
     lo = tl.where(nonempty, tl.minimum(lo, hi), 0.0)
     hi = tl.where(nonempty, hi, 0.0)
     eps = EPS64 if WIDE else EPS32
@@ -155,7 +156,7 @@ def forward_kernel(z_ptr, u_ptr, valid_ptr, a_ptr, state_ptr, certified_ptr,
     # a position that matters, the free positions above their bound are cut to it and the mass
     # falls short of 1 by more than the rounding of the exponents and of the sums of bounds.
     mass = tl.sum(a.to(tl.float64), 1)
-    spread = tl.sum(tl.where(free, a.to(tl.float64) * tl.abs(exponent), 0.0), 1)
+    spread = tl.sum(a.to(tl.float64) * tl.abs(tl.where(free, exponent, 0.0)), 1)
     total = tl.sum(u.to(tl.float64), 1)
     tolerance = 4 * eps * (1 + spread) + 64 * EPS64 * total
     certified = ~nonempty | ((tl.abs(mass - 1) <= tolerance) & ~broken)
