@@ -16,13 +16,20 @@ import numpy as np
 import pytest
 import torch
 
-from lit_structattn.attention import _sparse_triton, csoftmax, csparsemax, get_transform, sparsemax
+from lit_structattn.attention import (
+    _csoftmax_triton,
+    _sparse_triton,
+    csoftmax,
+    csparsemax,
+    get_transform,
+    sparsemax,
+)
 from lit_structattn.layers.attention import Attention
 from tests.conftest import force_solver, force_triton
 from tests.reference_transforms import csoftmax_ref, csparsemax_ref, sparsemax_ref
 
 # The Triton kernels of each transform that has them; a transform joins by adding its module.
-TRITON = {"sparsemax": _sparse_triton, "csparsemax": _sparse_triton}
+TRITON = {"sparsemax": _sparse_triton, "csparsemax": _sparse_triton, "csoftmax": _csoftmax_triton}
 
 
 @pytest.fixture(params=["compiled", "torch", "triton"], autouse=True)
