@@ -13,11 +13,12 @@ Rows: the first and the last of every table (or of ``--tables``), all of them or
 (``--rows``), or the rows named ``TABLE/ROW`` (``--named``). Each is timed in the precision its
 configs give (Lightning's ``32-true`` unless they say otherwise) or in each of ``--precisions``
 (``--fp32-first`` times the first row also in ``32-true``, the baseline of the mixed ones).
-Every row's result is printed as soon as it is timed, so a run stopped early shows what it did.
+Every row's result is printed as soon as it is timed, so a run stopped early shows what it did;
+``--seconds`` starts no row after that many seconds (the rows left are listed as not timed).
 
     python -m bench.epoch_seconds [--device cuda] [--budgets cpu paper] [--batches 12]
         [--tables nli ...] [--rows first-last|all|first] [--named TABLE/ROW ...]
-        [--precisions bf16-mixed 16-mixed] [--fp32-first]
+        [--precisions bf16-mixed 16-mixed] [--fp32-first] [--seconds 100]
 """
 
 from __future__ import annotations
@@ -192,10 +193,11 @@ def render(times: list[EpochTime], tables: dict[str, Table]) -> str:
 def run(device: str, budgets: list[str], batches: int, table_names: list[str] | None = None,
         which: str = "first-last", named: list[str] | None = None,
         precisions: list[str | None] | None = None, fp32_first: bool = False,
-        ) -> tuple[list[EpochTime], dict[str, Table]]:
+        seconds: float | None = None) -> tuple[list[EpochTime], dict[str, Table]]:
     """Time the chosen rows of every table (or of ``table_names``), or the ``named`` rows,
     under each budget their table has and in each of ``precisions`` (see the module
-    docstring); ``SystemExit`` listing the tables for an unknown name."""
+    docstring), starting none after ``seconds`` (those left are reported as not timed);
+    ``SystemExit`` listing the tables for an unknown name."""
     tables = load_tables()
     unknown = set(table_names or ()) - set(tables)
     if unknown:
@@ -208,8 +210,13 @@ def run(device: str, budgets: list[str], batches: int, table_names: list[str] | 
     if fp32_first and jobs:
         jobs.insert(0, (*jobs[0][:3], "32-true"))
     times = []
+    start = time.perf_counter()
     for table, row, budget, precision in jobs:
-        result = time_row(table, row, budget, device, batches, precision)
+        if seconds is not None and time.perf_counter() - start > seconds:
+            result = EpochTime(table.name, row.name, budget, precision=precision,
+                               error=f"not started: --seconds {seconds:g} spent")
+        else:
+            result = time_row(table, row, budget, device, batches, precision)
         done = result.error or (f"{result.epoch_seconds:.1f} s per epoch, "
                                 f"{result.batch_seconds * 1e3:.1f} ms per batch")
         print(f"{table.name} / {row.name} / {budget} / {result.precision}: {done}", flush=True)
@@ -230,9 +237,10 @@ def main() -> None:
     parser.add_argument("--precisions", nargs="+", help="default: as configured")
     parser.add_argument("--fp32-first", action="store_true",
                         help="also time the first row in 32-true")
+    parser.add_argument("--seconds", type=float, help="start no row after this many seconds")
     args = parser.parse_args()
     times, tables = run(args.device, args.budgets, args.batches, args.tables, args.rows,
-                        args.named, args.precisions, args.fp32_first)
+                        args.named, args.precisions, args.fp32_first, args.seconds)
     print(render(times, tables))
 
 

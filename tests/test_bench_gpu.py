@@ -71,6 +71,20 @@ def test_named_rows_are_timed_in_each_precision_the_first_also_in_fp32(monkeypat
         epoch_seconds.run("cpu", ["cpu"], 3, named=["tree_transduction/structure"])
 
 
+def test_no_row_is_started_once_the_seconds_are_spent(monkeypatch):
+    def slow(table, row, budget, device, batches, precision):
+        time.sleep(0.3)
+        return EpochTime(table.name, row.name, budget, 0.01, 10, 2, precision="32-true")
+
+    monkeypatch.setattr(epoch_seconds, "time_row", slow)
+    times, tables = epoch_seconds.run("cpu", ["cpu"], 3, ["tree_transduction"], "all",
+                                      seconds=0.2)
+    assert [t.error for t in times] == [None, "not started: --seconds 0.2 spent",
+                                        "not started: --seconds 0.2 spent"]
+    assert "| structured | cpu | - | - | - | - | not timed: not started" in \
+        epoch_seconds.render(times, tables)
+
+
 def test_a_table_costs_its_mean_row_times_epochs_rows_and_seeds():
     table = load_tables()["tree_transduction"]  # 3 rows, 3 seeds
     times = [EpochTime("tree_transduction", "a", "cpu", 0.01, 100, 10),  # 10 s a run
@@ -168,9 +182,9 @@ def test_the_quick_check_fits_its_slot_most_important_first():
         and "tests/test_cuda_structured.py" in tests
     assert "--device cuda" in transforms and "--sizes 2048x1024 3200x50" in transforms
     assert "chain-decoder" in marginals and "--no-memory" not in marginals
-    assert "--precisions bf16-mixed 16-mixed --fp32-first --batches 22" in training
+    assert "--precisions bf16-mixed 16-mixed --fp32-first --batches 22 --seconds 120" in training
     assert set(gpu.FAMILIES) <= set(plan[3].command)
-    assert "--rows first" in epochs and "--tables" not in epochs
+    assert "--rows first" in epochs and "--tables" not in epochs and "--seconds 40" in epochs
     dry = [step.shown() for step in gpu.quick_plan(gpu.DRY_RUN)]
     assert [text.split(" --")[0] for text in dry] == [text.split(" --")[0] for text in
                                                       (tests, transforms, marginals, training,
