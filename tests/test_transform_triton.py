@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from lit_structattn.attention import _sparse_triton, csparsemax, sparsemax
+from lit_structattn.attention import _checks, _sparse_triton, csparsemax, sparsemax
 from tests.conftest import force_triton
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,17 +93,42 @@ def test_uncertified_rows_are_solved_again_by_the_torch_path(monkeypatch):
     solved_again = []
     original = _sparse_triton.forward
 
-    def spy(z, u, valid, exact):
+    def spy(z, u, valid, exact, name):
         def counted(*rows):
             solved_again.append(rows[0].shape[0])
             return exact(*rows)
-        return original(z, u, valid, counted)
+        return original(z, u, valid, counted, name)
 
     monkeypatch.setattr(_sparse_triton, "forward", spy)
     got = outputs_and_grads(z, u, None, cotangent)
     assert solved_again == [5, 5]
     for ours, theirs in zip(got, expected, strict=True):
         torch.testing.assert_close(ours, theirs)
+
+
+@pytest.mark.usefixtures("triton_kernels")
+def test_the_kernel_applies_the_input_rules_without_the_host_checks(monkeypatch):
+    """NaN / +inf rows, -inf positions and infeasible bounds (tests/test_transform_precision.py
+    checks the rules through the kernel) are the kernel's: run_transform's host checks, a
+    synchronization each, do not run."""
+    def unexpected(*args):
+        raise AssertionError("a host check ran")
+
+    monkeypatch.setattr(_checks, "screen_non_finite", unexpected)
+    monkeypatch.setattr(_checks, "check_feasible", unexpected)
+    z = torch.tensor([[0.0, torch.nan, 1.0], [-torch.inf, 0.5, 1.0], [torch.inf, 0.0, 0.0]],
+                     requires_grad=True)
+    u = torch.full((3, 3), 0.7)
+    a = csparsemax(z, u)
+    p = sparsemax(z)
+    for out in (a, p):
+        assert out[0].isnan().all() and out[2].isnan().all() and out[1, 0] == 0
+        torch.testing.assert_close(out[1].sum(), torch.tensor(1.0))
+    (a + p)[1].sum().backward()
+    assert torch.isfinite(z.grad).all() and (z.grad[[0, 2]] == 0).all()
+    monkeypatch.setattr(_sparse_triton, "check_feasible", unexpected)
+    with pytest.raises(AssertionError, match="a host check ran"):  # only for flagged rows
+        csparsemax(torch.tensor([-torch.inf, 0.0, 1.0]), torch.full((3,), 0.45))
 
 
 @pytest.mark.usefixtures("triton_kernels")
@@ -162,7 +187,7 @@ wide = real == "fp64"
 pointers = {"forward_kernel": ["*" + real] * 2 + ["*u8", "*" + real, "*i8", "*i8"],
             "backward_kernel": ["*" + real, "*i8"] + ["*" + real] * 2}
 variants = {"forward_kernel": [dict(BOUNDED=b, MASKED=m, WIDE=wide, TOLERANCE=1e-5,
-                                    MAX_STEPS=64, ROWS=4, BLOCK=256)
+                                    FEASIBLE=0.99, MAX_STEPS=64, ROWS=4, BLOCK=256)
                                for b in (False, True) for m in (False, True)],
             "backward_kernel": [dict(BOUNDED=b, WIDE=wide, ROWS=4, BLOCK=256)
                                 for b in (False, True)]}

@@ -22,7 +22,10 @@ whose ``8 ulp(|c_j|)`` is at least ``4 eps |c_j|``; in float64 ``16 eps (L + 1)`
 of the sum). Since every ``a_j`` is monotone in tau, no coordinate is further from the exact
 solution than the mass is from 1. The rows not certified (a Newton or bisection run that did not
 settle in :data:`MAX_STEPS` points, rounding at a breakpoint) are solved again by the exact torch
-path: the one host synchronization, ``uncertified.any()``, per call.
+path. The kernel also applies the input rules (non-finite scores, feasible bounds) that
+:func:`._checks.run_transform` checks on the host for the other solvers, so that a call waits
+for the host once: to read whether any row was flagged (uncertified, or infeasible: then the
+``ValueError``).
 
 The backward is the closed form: ``dz = 1[free] (g - m)``, ``du = 1[at bound] (g - m)``, ``m``
 the mean of ``g`` over the free set, from the int8 sets the forward saved.
@@ -37,6 +40,7 @@ import torch
 from torch import Tensor
 
 from ..common.compiled import enabled
+from ._checks import check_feasible
 
 __all__ = ["backward", "forward", "installed", "usable"]
 
@@ -61,34 +65,41 @@ def usable(z: Tensor) -> bool:
             and installed())
 
 
-def forward(z: Tensor, u: Tensor | None, valid: Tensor | None, exact: ExactRows
+def forward(z: Tensor, u: Tensor | None, valid: Tensor | None, exact: ExactRows, name: str
             ) -> tuple[Tensor, Tensor]:
     """``(out, state)``, each ``[..., L]``: sparsemax of ``z [..., L]`` (``u`` None) or its
     csparsemax with bounds ``u [..., L]`` (negative counts as 0), over the ``valid [..., L]``
     positions (bool or None); ``out`` in the dtype of ``z``, exactly 0 at invalid positions;
-    ``state`` int8: 0 where ``out = 0``, 1 free, 2 at the bound. Scores finite where valid,
-    bounds feasible (:func:`._checks.run_transform` sees to both)."""
+    ``state`` int8: 0 where ``out = 0``, 1 free, 2 at the bound. The kernel applies the input
+    rules of :func:`._checks.run_transform` itself: a ``-inf`` score is a masked position, a
+    NaN or ``+inf`` one makes its row NaN, and bounds that cannot sum to 1 raise its
+    ``ValueError`` (naming the transform ``name``)."""
     shape, length = z.shape, z.shape[-1]
     scores = z.reshape(-1, length)
     rows = scores.shape[0]
     out = torch.empty(shape, dtype=z.dtype, device=z.device)
     state = torch.empty(shape, dtype=torch.int8, device=z.device)
-    uncertified = torch.empty(rows, dtype=torch.int8, device=z.device)
+    flagged = torch.empty(rows, dtype=torch.int8, device=z.device)
     bounds = scores if u is None else u.reshape(-1, length)
     mask = scores if valid is None else valid.reshape(-1, length).view(torch.uint8)
     if rows:
         block, per_program = _tile(length)
         kernel, _ = _kernels()
+        eps = torch.finfo(z.dtype).eps
         kernel[(_programs(rows, per_program),)](
-            scores, bounds, mask, out, state, uncertified, *scores.stride(), *bounds.stride(),
+            scores, bounds, mask, out, state, flagged, *scores.stride(), *bounds.stride(),
             *mask.stride(), rows, length, BOUNDED=u is not None, MASKED=valid is not None,
             WIDE=z.dtype == torch.float64, TOLERANCE=_tolerance(z.dtype, length),
-            MAX_STEPS=MAX_STEPS, ROWS=per_program, BLOCK=block,
+            FEASIBLE=1 - eps**0.5, MAX_STEPS=MAX_STEPS, ROWS=per_program, BLOCK=block,
             num_warps=_warps(block * per_program))
-    redo = uncertified.view(shape[:-1]).bool()
+    redo = flagged.view(shape[:-1]).bool()
     if bool(redo.any()):  # the host synchronization: rare rows, solved exactly by torch
-        out[redo], state[redo] = exact(z[redo], None if u is None else u[redo],
-                                       None if valid is None else valid[redo])
+        finite = z.isfinite()  # the rows flagged hold no NaN or +inf at a valid position
+        finite = finite if valid is None else finite & valid
+        if u is not None:
+            check_feasible(u, finite, name)
+        out[redo], state[redo] = exact(z[redo].masked_fill(~finite[redo], 0),
+                                       None if u is None else u[redo], finite[redo])
     return out, state
 
 

@@ -16,6 +16,7 @@ import triton.language as tl
 # A Triton constexpr: a kernel reads no other kind of global.
 NEG_INF = tl.constexpr(float("-inf"))
 POS_INF = tl.constexpr(float("inf"))
+NAN = tl.constexpr(float("nan"))
 
 
 @triton.jit
@@ -60,19 +61,25 @@ def _sets(c, b, t, d, BOUNDED: tl.constexpr):  # pragma: no cover - compiled
 
 
 @triton.jit
-def forward_kernel(z, u, valid, out, state, uncertified, sz_r, sz_j, su_r, su_j, sv_r, sv_j,
+def forward_kernel(z, u, valid, out, state, flagged, sz_r, sz_j, su_r, su_j, sv_r, sv_j,
                    rows, length, BOUNDED: tl.constexpr, MASKED: tl.constexpr,
-                   WIDE: tl.constexpr, TOLERANCE: tl.constexpr, MAX_STEPS: tl.constexpr,
-                   ROWS: tl.constexpr, BLOCK: tl.constexpr):  # pragma: no cover - compiled
+                   WIDE: tl.constexpr, TOLERANCE: tl.constexpr, FEASIBLE: tl.constexpr,
+                   MAX_STEPS: tl.constexpr, ROWS: tl.constexpr,
+                   BLOCK: tl.constexpr):  # pragma: no cover - compiled
     """``out = clip(z - tau, 0, u)`` (``max(z - tau, 0)`` without ``BOUNDED``) of each row,
-    ``state`` (int8: 0 zero, 1 free, 2 at its bound) and ``uncertified`` (int8 ``[rows]``: the
-    mass written misses 1 by more than ``TOLERANCE``). ``valid`` is read only if ``MASKED``."""
+    ``state`` (int8: 0 zero, 1 free, 2 at its bound) and ``flagged`` (int8 ``[rows]``, for the
+    host: the mass written misses 1 by more than ``TOLERANCE``, or the bounds sum to less than
+    ``FEASIBLE``). ``valid`` is read only if ``MASKED``. A ``-inf`` score is a masked position;
+    a NaN or ``+inf`` one at a valid position makes the row NaN (state 0, not flagged)."""
     r, j, inside, at = _tile(rows, length, ROWS, BLOCK)
     ok = inside
     if MASKED:
         ok = inside & (tl.load(valid + r[:, None] * sv_r + j[None, :] * sv_j, mask=inside,
                                other=0) != 0)
     c = _widen(tl.load(z + r[:, None] * sz_r + j[None, :] * sz_j, mask=ok, other=0.0), WIDE)
+    bad = ok & ((c != c) | (c == POS_INF))
+    broken = tl.max(bad.to(tl.int32), 1) > 0
+    ok = ok & (c > NEG_INF) & ~bad
     c = tl.where(ok, c, NEG_INF)
     top = tl.max(c, 1)
     nonempty = top > NEG_INF
@@ -82,6 +89,7 @@ def forward_kernel(z, u, valid, out, state, uncertified, sz_r, sz_j, su_r, su_j,
         b = tl.maximum(_widen(tl.load(u + r[:, None] * su_r + j[None, :] * su_j, mask=ok,
                                       other=0.0), WIDE), 0.0)
         b = tl.where(ok, b, 0.0)
+        infeasible = nonempty & (tl.sum(b, 1) < FEASIBLE)
         # Below the lowest breakpoint every coordinate is at its bound: mass >= 1. One under
         # it, so that a Newton root on that breakpoint (bounds summing to 1) is inside.
         lo = tl.min(tl.where(ok, c - b, POS_INF), 1) - 1
@@ -89,6 +97,7 @@ def forward_kernel(z, u, valid, out, state, uncertified, sz_r, sz_j, su_r, su_j,
         t = tl.maximum(lo, top - 1)
     else:
         b = c  # unused
+        infeasible = tl.zeros((ROWS,), tl.int1)
         lo = top - 1  # the largest coordinate alone has mass 1 there
         t = lo
     # Points are pairs (t, d), d a correction within t's float spacing or so, so that Newton's
@@ -145,12 +154,13 @@ def forward_kernel(z, u, valid, out, state, uncertified, sz_r, sz_j, su_r, su_j,
     if BOUNDED:
         a = tl.minimum(a, b)
     a = a.to(out.dtype.element_ty)
-    tl.store(out + at, a, mask=inside)
-    tl.store(state + at, tl.where(above & ~at_bound, 1, tl.where(at_bound, 2, 0)).to(tl.int8),
-             mask=inside)
+    tl.store(out + at, tl.where(broken[:, None], NAN, a), mask=inside)
+    sets = tl.where(above & ~at_bound, 1, tl.where(at_bound, 2, 0))
+    tl.store(state + at, tl.where(broken[:, None], 0, sets).to(tl.int8), mask=inside)
     # The mass of what was written, summed in float64 (exactly enough whatever the dtype).
     missed = tl.abs(tl.sum(a.to(tl.float64), 1) - 1)
-    tl.store(uncertified + r, (nonempty & ~(missed <= TOLERANCE)).to(tl.int8), mask=r < rows)
+    uncertified = nonempty & ~(missed <= TOLERANCE)
+    tl.store(flagged + r, ((uncertified | infeasible) & ~broken).to(tl.int8), mask=r < rows)
 
 
 @triton.jit

@@ -285,7 +285,7 @@ class CsparsemaxFunction(torch.autograd.Function):
     def forward(ctx, z: Tensor, u: Tensor, valid: Tensor | None) -> Tensor:
         ctx.fused = _sparse_triton.usable(z)
         if ctx.fused:
-            a, state = _sparse_triton.forward(z, u, valid, _solve_rows)
+            a, state = _sparse_triton.forward(z, u, valid, _solve_rows, "csparsemax")
             ctx.save_for_backward(state)
         else:
             a, free, at_bound = _solve(z, u, valid)
@@ -323,4 +323,5 @@ def csparsemax(
         ValueError: the valid upper bounds of some row sum to less than 1 (the row is named);
             dtype/shape disagreement between ``scores``, ``upper`` and ``mask``; a bad ``dim``.
     """
-    return run_transform(CsparsemaxFunction, "csparsemax", scores, upper, dim, mask)
+    return run_transform(CsparsemaxFunction, "csparsemax", scores, upper, dim, mask,
+                         checks_itself=_sparse_triton.usable)

@@ -93,7 +93,7 @@ class SparsemaxFunction(torch.autograd.Function):
     def forward(ctx, z: Tensor, valid: Tensor | None) -> Tensor:
         ctx.fused = _sparse_triton.usable(z)
         if ctx.fused:
-            p, state = _sparse_triton.forward(z, None, valid, _solve_rows)
+            p, state = _sparse_triton.forward(z, None, valid, _solve_rows, "sparsemax")
             ctx.save_for_backward(state)
         else:
             p = _solve(z, valid)
@@ -126,4 +126,5 @@ def sparsemax(scores: Tensor, dim: int = -1, mask: Tensor | None = None) -> Tens
         ValueError: non-floating ``scores``, a non-bool or non-broadcastable ``mask``, or a
             bad ``dim``.
     """
-    return run_transform(SparsemaxFunction, "sparsemax", scores, None, dim, mask)
+    return run_transform(SparsemaxFunction, "sparsemax", scores, None, dim, mask,
+                         checks_itself=_sparse_triton.usable)
