@@ -134,7 +134,7 @@ QUICK_LIMITS = (160, 55, 35, 150, 70)
 ROW_SECONDS = 30
 
 
-def test_files() -> tuple[str, ...]:
+def transform_and_crf_tests() -> tuple[str, ...]:
     """:data:`TRANSFORM_AND_CRF_TESTS`, globs expanded (relative to the repository root)."""
     return tuple(str(path.relative_to(ROOT)) for pattern in TRANSFORM_AND_CRF_TESTS
                  for path in sorted(ROOT.glob(pattern)))
@@ -164,7 +164,7 @@ def quick_plan(scale: Scale) -> list[Step]:
     tests, transforms, marginals, training, epochs = QUICK_LIMITS
     return [
         Step("tests", "`cuda` tests of the transforms and CRFs against the CPU",
-             (*CUDA_TESTS, *test_files()), limit_s=tests),
+             (*CUDA_TESTS, *transform_and_crf_tests()), limit_s=tests),
         Step("benches", "Transforms against torch.softmax and entmax.sparsemax",
              ("-m", "bench.transforms", *timing, "--no-report", "--sizes", *scale.sizes),
              limit_s=transforms),

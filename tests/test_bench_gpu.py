@@ -184,6 +184,8 @@ def test_the_quick_check_fits_its_slot_most_important_first():
     assert "chain-decoder" in marginals and "--no-memory" not in marginals
     assert "--precisions bf16-mixed 16-mixed --fp32-first --batches 22 --seconds 120" in training
     assert set(gpu.FAMILIES) <= set(plan[3].command)
+    rows = epoch_seconds.named_rows(load_tables(), list(gpu.FAMILIES))  # rows that exist
+    assert len({table.name for table, _ in rows}) == len(gpu.FAMILIES) == 6
     assert "--rows first" in epochs and "--tables" not in epochs and "--seconds 40" in epochs
     dry = [step.shown() for step in gpu.quick_plan(gpu.DRY_RUN)]
     assert [text.split(" --")[0] for text in dry] == [text.split(" --")[0] for text in
