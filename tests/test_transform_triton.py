@@ -163,6 +163,25 @@ def test_long_rows_and_one_position():
                                    rtol=0, atol=1e-5)
 
 
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+def test_on_cuda_the_kernels_agree_with_the_cpu(dtype):
+    """Outputs and gradients on a GPU (the kernels, compiled) against the CPU's solvers, and
+    under CUDA autocast."""
+    mask = torch.rand(64, 50, generator=torch.Generator().manual_seed(8)) > 0.1
+    z, u = inputs((64, 50), seed=9, dtype=torch.float64, total=1.2, mask=mask)
+    z, u = z.to(dtype), u.to(dtype)
+    cotangent = torch.randn(64, 50, generator=torch.Generator().manual_seed(10)).to(dtype)
+    assert _sparse_triton.usable(z.cuda())
+    expected = outputs_and_grads(z, u, mask, cotangent)
+    got = outputs_and_grads(z.cuda(), u.cuda(), mask.cuda(), cotangent.cuda())
+    eps = torch.finfo(dtype).eps
+    for ours, theirs in zip(got, expected, strict=True):
+        torch.testing.assert_close(ours.cpu(), theirs, atol=max(eps, 1e-5), rtol=eps)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        assert csparsemax(z.cuda(), u.float().cuda()).dtype == torch.float32
+
+
 def test_the_kernels_serve_cuda_tensors_only_and_can_be_switched_off(monkeypatch):
     monkeypatch.setattr(_sparse_triton, "installed", lambda: True)
     cuda = SimpleNamespace(device=torch.device("cuda"), shape=(2, 5))

@@ -296,7 +296,8 @@ class CsparsemaxFunction(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor, None]:
         if ctx.fused:
-            return (*_sparse_triton.backward(grad, *ctx.saved_tensors, bounded=True), None)
+            bounded = ctx.needs_input_grad[1]
+            return (*_sparse_triton.backward(grad, *ctx.saved_tensors, bounded=bounded), None)
         free, at_bound = ctx.saved_tensors
         n_free = free.sum(-1, keepdim=True)
         mean = (grad * free).sum(-1, keepdim=True) / n_free.clamp_min(1)  # free: float 0/1
