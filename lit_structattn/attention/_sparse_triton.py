@@ -5,27 +5,30 @@ for sparsemax), ``f`` piecewise linear and decreasing, with breakpoints at ``z_j
 ``z_j - u_j``. On CUDA the torch solvers launch a dozen kernels per pass and several passes;
 here one program holds ``ROWS`` rows in registers, reads each once and writes its output once.
 
-The method, per row, on the scores ``c = z - max z``: a bracket ``[lo, hi]`` with
-``f(lo) >= 1 > f(hi)`` (sparsemax: ``[-1, 0]``; csparsemax: ``[min(c - u), 0]``), and Newton
-steps safeguarded by bisection: at a point ``t`` the free and clamped sets give ``f(t)`` and
-the root of ``f``'s linear piece through ``t``, ``t + (f(t) - 1) / |free|`` (computed as a
-correction of ``t``, from the small ``c_j - t`` of the free coordinates rather than from sums of
-scores); a root inside the bracket is the next point, else its midpoint. Once a Newton point
-leaves the sets as they were, it is the exact threshold of that piece. No sort, no host
-synchronization inside. (For sparsemax this is Michelot's iteration from ``tau = -1``.)
+The method, per row, on the raw scores (the threshold is not shift-invariant, but ``z_j - t``
+is exact for the scores near ``t``, which are the free ones, where ``z - max z`` would round
+them at large scales): a bracket ``[lo, hi]`` with ``f(lo) >= 1 > f(hi)`` (sparsemax: ``[max z -
+1, max z]``; csparsemax: ``[min(z - u) - 1, max z]``) and Newton steps safeguarded by bisection
+(rtsafe's rule: a root inside the bracket that moves less than half the move before last, else
+the midpoint). At a point ``t`` the free and clamped sets give ``f(t)`` and the root of ``f``'s
+linear piece through ``t``, ``t + (f(t) - 1) / |free|``; a Newton point that leaves the sets as
+they were is the exact threshold. Points are kept as pairs ``(t, d)``, ``d`` a correction
+within about ``t``'s float spacing (``z_j - t - d``; TwoSum keeps the root's digits), so that a
+piece of ``f`` narrower than the float spacing of the scores (tight bounds at scales of 1e4) is
+still found, by bisecting the pair once the bracket is one float wide. No sort, no host
+synchronization inside. For sparsemax, from ``max z - 1``, this is Michelot's iteration.
 
 The precision contract: computed in float32 for float32 and half inputs, in float64 for float64
-inputs; the output is ``min(max(c - tau, 0), u)``, so ``0 <= a <= u`` exactly. Each row is
-certified on the device: the mass of what was written, summed in float64, must miss 1 by at most
-``max(FLOOR, 4 eps sum_free |c_j|)`` (FLOOR ``1e-5`` in float32, as the README's tolerance,
-whose ``8 ulp(|c_j|)`` is at least ``4 eps |c_j|``; in float64 ``16 eps (L + 1)``, the rounding
-of the sum). Since every ``a_j`` is monotone in tau, no coordinate is further from the exact
-solution than the mass is from 1. The rows not certified (a Newton or bisection run that did not
-settle in :data:`MAX_STEPS` points, rounding at a breakpoint) are solved again by the exact torch
-path. The kernel also applies the input rules (non-finite scores, feasible bounds) that
-:func:`._checks.run_transform` checks on the host for the other solvers, so that a call waits
-for the host once: to read whether any row was flagged (uncertified, or infeasible: then the
-``ValueError``).
+inputs; the output is ``min(max(z - tau, 0), u)``, so ``0 <= a <= u`` exactly. Each row is
+certified on the device: the mass of what was written, summed in float64, must miss 1 by at
+most ``1e-5`` in float32 (the floor of the README's tolerance, so within it at every scale), in
+float64 ``16 eps (L + 1)`` (the rounding of the sum). Every ``a_j`` is monotone in tau, so no
+coordinate is further from the exact solution than the mass is from 1. The rows not certified
+(a run that did not settle in :data:`MAX_STEPS` points) are solved again by the exact torch
+path. The kernel also applies the input rules that :func:`._checks.run_transform` checks on the
+host for the other solvers (a ``-inf`` score is a masked position, a NaN or ``+inf`` one makes
+the row NaN, bounds must be able to sum to 1), so that a call waits for the host once: to read
+whether any row was flagged (uncertified, or infeasible: then the ``ValueError``).
 
 The backward is the closed form: ``dz = 1[free] (g - m)``, ``du = 1[at bound] (g - m)``, ``m``
 the mean of ``g`` over the free set, from the int8 sets the forward saved.
