@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -180,6 +181,27 @@ def test_on_cuda_the_kernels_agree_with_the_cpu(dtype):
         torch.testing.assert_close(ours.cpu(), theirs, atol=max(eps, 1e-5), rtol=eps)
     with torch.autocast("cuda", dtype=torch.bfloat16):
         assert csparsemax(z.cuda(), u.float().cuda()).dtype == torch.float32
+
+
+@pytest.mark.cuda
+def test_on_cuda_a_call_waits_for_the_host_once():
+    """Forward: one synchronization (the flag read); backward: none (torch's sync debug mode
+    warns at each)."""
+    z, u = inputs((256, 50), seed=11, dtype=torch.float32, total=1.2)
+    z, u = z.cuda().requires_grad_(), u.cuda().requires_grad_()
+    for transform in (lambda: sparsemax(z), lambda: csparsemax(z, u)):
+        transform().sum().backward()  # compiles the kernels
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                out = transform()
+                forward = len(caught)
+                out.backward(torch.ones_like(out))
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+        assert forward == 1 and len(caught) == 1, [str(w.message) for w in caught]
 
 
 def test_the_kernels_serve_cuda_tensors_only_and_can_be_switched_off(monkeypatch):
