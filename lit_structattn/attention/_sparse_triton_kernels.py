@@ -115,8 +115,9 @@ def forward_kernel(z, u, valid, out, state, flagged, sz_r, sz_j, su_r, su_j, sv_
     steps = 0
     while (pending > 0) & (steps < MAX_STEPS):
         x, above, at_bound = _sets(c, b, t, d, BOUNDED)
-        n_above = tl.sum(above.to(tl.int32), 1)
-        n_bound = tl.sum(at_bound.to(tl.int32), 1)
+        # Both counts in one reduction: rows are shorter than 2**16 (MAX_LENGTH).
+        counts = tl.sum(above.to(tl.int32) + (at_bound.to(tl.int32) << 16), 1)
+        n_above, n_bound = counts & 0xFFFF, counts >> 16
         n_free = n_above - n_bound
         if BOUNDED:
             mass = tl.sum(tl.where(at_bound, b, tl.where(above, x, 0.0)), 1)
