@@ -81,7 +81,7 @@ bench: install  ## speed against the peers; writes reports/bench_*.md
 	$(PYTHON) -m bench.nli
 	$(PYTHON) -m bench.babi
 
-gpu-check: install  ## on a GPU machine: cuda tests, GPU benchmarks, seconds per epoch -> reports/bench_gpu.md
+gpu-check: install  ## on a GPU machine: the GPU check -> reports/bench_gpu.md (bench.gpu --quick: 8 min)
 	$(PYTHON) -m bench.gpu
 
 lint: install

@@ -14,7 +14,8 @@ the warm-up does not hide the step's own. It counts everything the step touches 
 saved tensors, temporaries) at page granularity; allocations below 64 KiB that glibc recycles
 from its arenas are not seen.
 
-    python -m bench.structured_crf [--repeats 20] [--no-memory]
+    python -m bench.structured_crf [--repeats 20] [--no-memory] [--device cuda]
+        [--cases chain-c2 chain-decoder ...]
 """
 
 from __future__ import annotations
@@ -64,8 +65,12 @@ CASES = {
         Case("chain-c25", "chain", (32, 100, 25)),
         Case("tree-multi", "tree", (16, 40), multiroot=True),
         Case("tree-single", "tree", (16, 40), multiroot=False),
+        # segmentation attention at the models' sizes: 64 sentences x 50 decoder steps, each a
+        # binary chain over a source of 50
+        Case("chain-decoder", "chain", (3200, 50, 2)),
     ]
 }
+DEFAULT_CASES = ("chain-c2", "chain-c25", "tree-multi", "tree-single")
 
 
 # ---------------------------------------------------------------------- linear chain
@@ -214,12 +219,14 @@ def _probe(case: str, library: str) -> None:
 # ---------------------------------------------------------------------- report
 
 
-def run(repeats: int, memory: bool = True, device: str = "cpu") -> list[dict[str, object]]:
-    """Time (and optionally measure the memory of) every case on ``device``; one dict per
-    case. On a CUDA device the memory is the peak CUDA allocation of one step."""
+def run(repeats: int, memory: bool = True, device: str = "cpu",
+        cases: tuple[str, ...] = DEFAULT_CASES) -> list[dict[str, object]]:
+    """Time (and optionally measure the memory of) every case named in ``cases`` on
+    ``device``; one dict per case. On a CUDA device the memory is the peak CUDA allocation of
+    one step."""
     results = []
     on_cuda = torch.device(device).type == "cuda"
-    for case in CASES.values():
+    for case in (CASES[name] for name in cases):
         difference = marginals_difference(case, device)
         steps = make_steps(case, device)
         times = best_times(steps, repeats)
@@ -265,12 +272,14 @@ def main() -> None:
     parser.add_argument("--no-memory", action="store_true", help="skip the memory subprocesses")
     parser.add_argument("--probe", nargs=2, metavar=("CASE", "LIBRARY"), help=argparse.SUPPRESS)
     parser.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:1, ...")
+    parser.add_argument("--cases", nargs="+", choices=list(CASES), default=list(DEFAULT_CASES))
     args = parser.parse_args()
     if args.probe:
         _probe(*args.probe)
         return
     torch.set_num_threads(2)
-    print(render(run(args.repeats, memory=not args.no_memory, device=args.device)))
+    print(render(run(args.repeats, memory=not args.no_memory, device=args.device,
+                     cases=tuple(args.cases))))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ floor). Same inputs, one run, 2 threads, best of k interleaved rounds after warm
 ratios and writes ``reports/bench_transforms.md`` (``reports/bench_transforms_<device>.md`` for
 another device).
 
-    python -m bench.transforms [--repeats 30] [--device cuda]
+    python -m bench.transforms [--repeats 30] [--device cuda] [--sizes 2048x1024 3200x50]
 """
 
 from __future__ import annotations
@@ -85,9 +85,16 @@ def fwd_bwd(transform, scores: torch.Tensor, weights: torch.Tensor):
 CONSTRAINED = {"csoftmax": csoftmax, "csparsemax": csparsemax}
 
 
-def run(repeats: int, device: str) -> list[dict[str, float]]:
+def size(text: str) -> tuple[int, int]:
+    """``"ROWSxLENGTH"`` (e.g. ``2048x1024``) as ``(rows, length)``."""
+    rows, _, length = text.partition("x")
+    return int(rows), int(length)
+
+
+def run(repeats: int, device: str, sizes: list[tuple[int, int]] = SIZES
+        ) -> list[dict[str, float]]:
     results = []
-    for (rows, length), regime in itertools.product(SIZES, REGIMES):
+    for (rows, length), regime in itertools.product(sizes, REGIMES):
         scores, upper = (t.to(device) for t in make_inputs(rows, length, regime))
         weights = torch.randn_like(scores)
         candidates = {
@@ -125,10 +132,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--no-report", action="store_true", help="print only")
     parser.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:1, ...")
+    parser.add_argument("--sizes", nargs="+", type=size, default=SIZES, metavar="ROWSxLENGTH",
+                        help="default: " + " ".join(f"{r}x{n}" for r, n in SIZES))
     args = parser.parse_args()
     torch.set_num_threads(2)
     allocator = steady_allocator()
-    table = render(run(args.repeats, args.device))
+    table = render(run(args.repeats, args.device, args.sizes))
     device_name = torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") \
         else "cpu"
     print(table)

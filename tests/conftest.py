@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
 import pytest
@@ -30,15 +31,35 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-@pytest.fixture(params=["compiled", "torch"])
-def solver(request, monkeypatch):
-    """Run the test once with the compiled CPU solvers of csoftmax/csparsemax (numba) and once
-    with the torch solvers (those of every other device)."""
+def force_solver(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make csoftmax/csparsemax use the compiled CPU solvers (``compiled``, numba; the test is
+    skipped where numba is missing) or the torch solvers (``torch``, those of every other
+    device) for the rest of the test."""
     from lit_structattn.attention import _compiled
 
-    if request.param == "compiled":
+    if kind == "compiled":
         if not _compiled.available():
             pytest.skip("numba is not installed or STRUCTATTN_COMPILED=0")
     else:
         monkeypatch.setattr(_compiled, "usable", lambda z: False)
+
+
+def force_triton(kernels, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the transforms served by the Triton kernel modules ``kernels`` (each with a
+    ``usable(z)``) run them for the rest of the test, on CPU tensors in Triton's interpreter;
+    skipped where Triton is missing, or where a GPU turned the interpreter off (the ``cuda``
+    tests run the kernels there)."""
+    if importlib.util.find_spec("triton") is None:
+        pytest.skip("triton is not installed")
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("Triton's interpreter is off (there is a GPU)")
+    for module in kernels:
+        monkeypatch.setattr(module, "usable", lambda z: True)
+
+
+@pytest.fixture(params=["compiled", "torch"])
+def solver(request, monkeypatch):
+    """Run the test once with the compiled CPU solvers of csoftmax/csparsemax (numba) and once
+    with the torch solvers (those of every other device)."""
+    force_solver(request.param, monkeypatch)
     return request.param

@@ -2,8 +2,9 @@
 
 Against the float64 bisection references of the same (rounded) inputs, over score scales 1 to
 1e4, shapes that drive every solver path (short rows: enumeration; rows longer than 16;
-batches above ``COMPACT_ABOVE``: compaction), masks, and four kinds of bounds, through both the
-compiled and the torch solvers (the ``solver`` fixture). Tolerance for float32, from the issue
+batches above ``COMPACT_ABOVE``: compaction), masks, and four kinds of bounds, through the
+compiled and the torch solvers and the Triton kernels of CUDA, run in Triton's interpreter on
+the CPU (the ``solver`` fixture). Tolerance for float32, from the issue
 that asked for it: ``max(1e-5, 8 * sum over free coordinates of ulp32(|z_i - max z|))``, the
 float32 resolution of what is free. Also: the reproducers of the bugs this replaced, float64
 past the ``exp`` range, half precision and autocast, and NaN / inf scores.
@@ -15,11 +16,39 @@ import numpy as np
 import pytest
 import torch
 
-from lit_structattn.attention import csoftmax, csparsemax, get_transform, sparsemax
+from lit_structattn.attention import (
+    _csoftmax_triton,
+    _sparse_triton,
+    csoftmax,
+    csparsemax,
+    get_transform,
+    sparsemax,
+)
 from lit_structattn.layers.attention import Attention
+from tests.conftest import force_solver, force_triton
 from tests.reference_transforms import csoftmax_ref, csparsemax_ref, sparsemax_ref
 
-pytestmark = pytest.mark.usefixtures("solver")
+# The Triton kernels of each transform that has them; a transform joins by adding its module.
+TRITON = {"sparsemax": _sparse_triton, "csparsemax": _sparse_triton, "csoftmax": _csoftmax_triton}
+
+
+@pytest.fixture(params=["compiled", "torch", "triton"], autouse=True)
+def solver(request, monkeypatch):
+    """The compiled CPU solvers and the torch ones (as tests/conftest.py's ``solver``), and the
+    Triton kernels in the interpreter (a test of a transform ``name`` without them is
+    skipped)."""
+    if request.param != "triton":
+        force_solver(request.param, monkeypatch)
+        return request.param
+    name = request.node.callspec.params.get("name")
+    if name and name not in TRITON:
+        pytest.skip(f"{name} has no Triton kernel")
+    force_triton(set(TRITON.values()), monkeypatch)
+    # The interpreter runs one program at a time, numpy over its tile: larger tiles (still
+    # many rows to a program) run the matrix several times faster.
+    monkeypatch.setattr(_sparse_triton, "ELEMENTS", 2**14)
+    return request.param
+
 
 SCALES = [1, 3, 10, 30, 100, 300, 1e3, 1e4]
 SHAPES = [(8, 7), (16, 50), (600, 64)]  # enumeration, long rows, compaction (> 2**15 scores)

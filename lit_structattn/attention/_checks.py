@@ -12,7 +12,7 @@ gradient; a constrained row must then be feasible on its finite positions); ``Na
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 from torch import Tensor
@@ -92,12 +92,15 @@ def run_transform(
     upper: Tensor | None,
     dim: int,
     mask: Tensor | None,
+    checks_itself: Callable[[Tensor], bool] | None = None,
 ) -> Tensor:
     """Check the inputs, move ``dim`` last, and apply ``function`` in a safe dtype.
 
     ``function.apply`` receives ``(z [..., L], valid [..., L] | None)`` for unconstrained
-    transforms, or ``(z, upper [..., L], valid)`` when ``upper`` is given.
-    Returns a tensor of the shape of ``scores``.
+    transforms, or ``(z, upper [..., L], valid)`` when ``upper`` is given. Non-finite scores
+    and infeasible bounds are handled here (each check a host synchronization), unless
+    ``checks_itself(z)`` says that ``function`` applies the same rules to ``z`` itself (a GPU
+    kernel that does it on the device). Returns a tensor of the shape of ``scores``.
     """
     check_scores(scores, name)
     check_companion(upper, scores, "upper", name)
@@ -113,13 +116,13 @@ def run_transform(
     with float32_compute(scores) as out_dtype:
         dtype = compute_dtype(scores) if upper is None else compute_dtype(scores, upper)
         z = scores.movedim(dim, -1).to(dtype)
-        z, valid, broken = screen_non_finite(z, valid)
-        if upper is None:
-            out = function.apply(z, valid)
-        else:
-            u = to_last(upper, dim, scores.shape).to(dtype)
-            check_feasible(u, valid, name)
-            out = function.apply(z, u, valid)
+        u = None if upper is None else to_last(upper, dim, scores.shape).to(dtype)
+        broken = None
+        if checks_itself is None or not checks_itself(z):
+            z, valid, broken = screen_non_finite(z, valid)
+            if u is not None:
+                check_feasible(u, valid, name)
+        out = function.apply(z, valid) if u is None else function.apply(z, u, valid)
         if broken is not None:
             out = out.masked_fill(broken, torch.nan)
     return out.to(out_dtype).movedim(-1, dim)

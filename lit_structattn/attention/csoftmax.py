@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from . import _compiled, _threshold
+from . import _compiled, _csoftmax_triton, _threshold
 from ._checks import run_transform
 from ._threshold import center, checks_every_pass, first_true
 
@@ -119,20 +119,33 @@ def solve_csoftmax(z: Tensor, u: Tensor) -> tuple[Tensor, Tensor]:
     return a, clamped
 
 
+def solve(z: Tensor, u: Tensor, valid: Tensor | None) -> tuple[Tensor, Tensor]:
+    """``(a [..., L], clamped [..., L] float 0/1)`` of csoftmax for scores ``z``, bounds ``u``
+    (negative values count as 0) and ``valid`` (or None), by the exact solvers: compiled on the
+    CPU (:mod:`._compiled`), torch elsewhere."""
+    u = u.clamp_min(0)
+    z = center(z, valid)
+    if valid is not None:
+        u = u.masked_fill(~valid, 0)
+        z = z.masked_fill(~valid, 0)
+    exact = _compiled.solve_csoftmax if _compiled.usable(z) else solve_csoftmax
+    return exact(z, u)
+
+
 class CsoftmaxFunction(torch.autograd.Function):
     """csoftmax over the last dimension with the closed-form backward of Martins & Kreutzer:
     ``dz_i = 1[i in A] a_i (g_i - m)``, ``du_i = 1[i not in A] (g_i - m)``,
-    ``m = sum_{i in A} a_i g_i / (1 - s)``, where A is the set of coordinates below their bound."""
+    ``m = sum_{i in A} a_i g_i / (1 - s)``, where A is the set of coordinates below their bound.
+    On CUDA both directions are Triton kernels (:mod:`._csoftmax_triton`) where they serve."""
 
     @staticmethod
     def forward(ctx, z: Tensor, u: Tensor, valid: Tensor | None) -> Tensor:
-        u = u.clamp_min(0)
-        z = center(z, valid)
-        if valid is not None:
-            u = u.masked_fill(~valid, 0)
-            z = z.masked_fill(~valid, 0)
-        solve = _compiled.solve_csoftmax if _compiled.usable(z) else solve_csoftmax
-        a, clamped = solve(z, u)
+        ctx.kernel = _csoftmax_triton.usable(z)
+        if ctx.kernel:
+            a, state = _csoftmax_triton.forward(z, u, valid, solve)
+            ctx.save_for_backward(a, state)
+            return a
+        a, clamped = solve(z, u, valid)
         free = clamped == 0
         ctx.save_for_backward(a, free, valid)
         return a
@@ -140,6 +153,8 @@ class CsoftmaxFunction(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor, None]:
+        if ctx.kernel:
+            return (*_csoftmax_triton.backward(*ctx.saved_tensors, grad), None)
         a, free, valid = ctx.saved_tensors
         free_a = a * free
         free_mass = free_a.sum(-1, keepdim=True).clamp_min(torch.finfo(a.dtype).tiny)

@@ -10,7 +10,8 @@ and solved there, narrow rows by evaluating the mass at every breakpoint at once
 rows left over by sorting the 2L breakpoints once and sweeping them with cumulative sums.
 Every row's mass is then checked: a row the fast passes got wrong (their decisions compare sums
 of scores that nearly cancel at scales of 1e3 and more) is solved again by the sort, in float64.
-On CPU a compiled float64 variable fixing (``_compiled``) replaces the torch passes.
+On CPU a compiled float64 variable fixing (``_compiled``) replaces the torch passes; on CUDA one
+Triton kernel per direction does it all (:mod:`._sparse_triton`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from . import _compiled, _threshold
+from . import _compiled, _sparse_triton, _threshold
 from ._checks import run_transform
 from ._threshold import center, checks_every_pass, first_true, sort_pending
 
@@ -246,34 +247,57 @@ def _uncertified(a: Tensor, free: Tensor, valid: Tensor | None) -> Tensor:
     return missed if valid is None else missed & valid.any(-1)
 
 
+def _solve(z: Tensor, u: Tensor, valid: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+    """``(a, free, at_bound)`` of csparsemax (see :func:`_clip`) for the scores ``z [..., L]``
+    and bounds ``u [..., L]`` over the ``valid`` positions, by the compiled CPU solver or the
+    torch solvers, with every row certified (:func:`_uncertified`)."""
+    z, u = center(z, valid), u.clamp_min(0)
+    if valid is not None:
+        z, u = z.masked_fill(~valid, 0), u * valid
+    if _compiled.usable(z):
+        a, free, at_bound = _compiled.solve_csparsemax(z, u, valid)
+    else:
+        a, free, at_bound = _clip(z, u, solve_csparsemax_threshold(z, u, valid), valid)
+    uncertified = _uncertified(a, free, valid)
+    if bool(uncertified.any()):  # solve those rows again, exactly, in float64
+        rows = (z[uncertified].double(), u[uncertified].double())
+        row_valid = None if valid is None else valid[uncertified]
+        exact = _clip(*rows, csparsemax_threshold(*rows, row_valid), row_valid)
+        for out, value in zip((a, free, at_bound), exact, strict=True):
+            out[uncertified] = value.to(z.dtype)
+    return a, free, at_bound
+
+
+def _solve_rows(z: Tensor, u: Tensor, valid: Tensor | None) -> tuple[Tensor, Tensor]:
+    """``(a, state)`` for the rows the Triton kernel did not certify (see
+    :func:`._sparse_triton.forward`)."""
+    a, free, at_bound = _solve(z, u, valid)
+    return a, (free + 2 * at_bound).to(torch.int8)
+
+
 class CsparsemaxFunction(torch.autograd.Function):
     """csparsemax over the last dimension with the closed-form backward of Malaviya et al.:
     ``dz_j = 1[j in A] (g_j - m)``, ``du_j = 1[j in A_R] (g_j - m)``, ``m = mean_{j in A} g_j``,
     where A is the free set (``0 < a_j < u_j``) and A_R the set at its bound; a row with no free
-    coordinate gets zero gradient."""
+    coordinate gets zero gradient. On CUDA by the Triton kernels."""
 
     @staticmethod
     def forward(ctx, z: Tensor, u: Tensor, valid: Tensor | None) -> Tensor:
-        z, u = center(z, valid), u.clamp_min(0)
-        if valid is not None:
-            z, u = z.masked_fill(~valid, 0), u * valid
-        if _compiled.usable(z):
-            a, free, at_bound = _compiled.solve_csparsemax(z, u, valid)
+        ctx.fused = _sparse_triton.usable(z)
+        if ctx.fused:
+            a, state = _sparse_triton.forward(z, u, valid, _solve_rows, "csparsemax")
+            ctx.save_for_backward(state)
         else:
-            a, free, at_bound = _clip(z, u, solve_csparsemax_threshold(z, u, valid), valid)
-        uncertified = _uncertified(a, free, valid)
-        if bool(uncertified.any()):  # solve those rows again, exactly, in float64
-            rows = (z[uncertified].double(), u[uncertified].double())
-            row_valid = None if valid is None else valid[uncertified]
-            exact = _clip(*rows, csparsemax_threshold(*rows, row_valid), row_valid)
-            for out, value in zip((a, free, at_bound), exact, strict=True):
-                out[uncertified] = value.to(z.dtype)
-        ctx.save_for_backward(free, at_bound)
+            a, free, at_bound = _solve(z, u, valid)
+            ctx.save_for_backward(free, at_bound)
         return a
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor, None]:
+        if ctx.fused:
+            bounded = ctx.needs_input_grad[1]
+            return (*_sparse_triton.backward(grad, *ctx.saved_tensors, bounded=bounded), None)
         free, at_bound = ctx.saved_tensors
         n_free = free.sum(-1, keepdim=True)
         mean = (grad * free).sum(-1, keepdim=True) / n_free.clamp_min(1)  # free: float 0/1
@@ -300,4 +324,5 @@ def csparsemax(
         ValueError: the valid upper bounds of some row sum to less than 1 (the row is named);
             dtype/shape disagreement between ``scores``, ``upper`` and ``mask``; a bad ``dim``.
     """
-    return run_transform(CsparsemaxFunction, "csparsemax", scores, upper, dim, mask)
+    return run_transform(CsparsemaxFunction, "csparsemax", scores, upper, dim, mask,
+                         checks_itself=_sparse_triton.usable)

@@ -2,7 +2,8 @@
 
 ``sparsemax(z) = argmin_{p in simplex} ||p - z||^2 = max(z - tau, 0)`` (Martins & Astudillo,
 2016), with the threshold tau found by Michelot's iteration, or by one sort and a cumulative
-sum for the rows where that has not converged in a few passes (see ``_threshold``).
+sum for the rows where that has not converged in a few passes (see ``_threshold``). On CUDA one
+Triton kernel per direction does it all (:mod:`._sparse_triton`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from . import _sparse_triton
 from ._checks import run_transform
 from ._threshold import center, checks_every_pass, solve_threshold
 
@@ -66,25 +68,45 @@ def sparsemax_threshold_iterative(z: Tensor, max_iter: int, every_pass: bool | N
     return tau, converged
 
 
+def _solve(z: Tensor, valid: Tensor | None) -> Tensor:
+    """Sparsemax ``[..., L]`` of the scores ``z [..., L]`` over the ``valid`` positions, by the
+    torch solvers."""
+    z = center(z, valid)
+    if valid is not None:
+        z = z.masked_fill(~valid, -torch.inf)
+    tau = solve_threshold(sparsemax_threshold_iterative, sparsemax_threshold, z)
+    return (z - tau).clamp_min(0)  # 0 at masked positions, where z = -inf
+
+
+def _solve_rows(z: Tensor, u: None, valid: Tensor | None) -> tuple[Tensor, Tensor]:
+    """``(p, state)`` for the rows the Triton kernel did not certify (see
+    :func:`._sparse_triton.forward`)."""
+    p = _solve(z, valid)
+    return p, (p > 0).to(torch.int8)
+
+
 class SparsemaxFunction(torch.autograd.Function):
     """Sparsemax over the last dimension with the closed-form backward
-    ``dz = 1[p > 0] (g - mean_{p > 0} g)``."""
+    ``dz = 1[p > 0] (g - mean_{p > 0} g)``; on CUDA by the Triton kernels."""
 
     @staticmethod
     def forward(ctx, z: Tensor, valid: Tensor | None) -> Tensor:
-        z = center(z, valid)
-        if valid is not None:
-            z = z.masked_fill(~valid, -torch.inf)
-        tau = solve_threshold(sparsemax_threshold_iterative, sparsemax_threshold, z)
-        p = (z - tau).clamp_min(0)  # 0 at masked positions, where z = -inf
-        ctx.save_for_backward(p)
+        ctx.fused = _sparse_triton.usable(z)
+        if ctx.fused:
+            p, state = _sparse_triton.forward(z, None, valid, _solve_rows, "sparsemax")
+            ctx.save_for_backward(state)
+        else:
+            p = _solve(z, valid)
+            ctx.save_for_backward(p)
         return p
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad: Tensor) -> tuple[Tensor, None]:
-        (p,) = ctx.saved_tensors
-        support = p > 0
+        (saved,) = ctx.saved_tensors
+        if ctx.fused:
+            return _sparse_triton.backward(grad, saved, bounded=False)[0], None
+        support = saved > 0
         grad = grad * support
         mean = grad.sum(-1, keepdim=True) / support.sum(-1, keepdim=True).clamp_min(1)
         return (grad - mean) * support, None
@@ -104,4 +126,5 @@ def sparsemax(scores: Tensor, dim: int = -1, mask: Tensor | None = None) -> Tens
         ValueError: non-floating ``scores``, a non-bool or non-broadcastable ``mask``, or a
             bad ``dim``.
     """
-    return run_transform(SparsemaxFunction, "sparsemax", scores, None, dim, mask)
+    return run_transform(SparsemaxFunction, "sparsemax", scores, None, dim, mask,
+                         checks_itself=_sparse_triton.usable)

@@ -63,12 +63,14 @@ class Task(L.LightningModule):
         self._codec: TextCodec | None = None
         self.validation_loss = MeanMetric()
 
-    def log_validation_loss(self, loss: torch.Tensor, count: int) -> None:
-        """Log ``val/loss``: the batch's mean ``loss`` over its ``count`` examples, averaged over
-        the whole split weighted by ``count`` and summed across DDP processes (torchmetrics),
-        so that it is the same however the split is sharded."""
+    def log_validation_loss(self, loss: torch.Tensor, count: int | torch.Tensor) -> None:
+        """Log ``val/loss``: the batch's ``loss``, a mean over ``count`` items (what the loss
+        averages: examples for a classifier or tagger, target tokens for an encoder-decoder),
+        averaged over the whole split weighted by ``count`` and summed across DDP processes
+        (torchmetrics), so that it is the mean over every item of the split however the split
+        is sharded and batched. ``count`` may be a 0-dim tensor (no wait for the device)."""
         self.validation_loss.update(loss.detach(), weight=count)
-        self.log("val/loss", self.validation_loss, batch_size=count)
+        self.log("val/loss", self.validation_loss)  # a Metric: Lightning reads no batch size
 
     # ---- raw text ----------------------------------------------------------------------
 

@@ -91,8 +91,7 @@ class TransductionTask(Task):
             return self.model.beam_search(*args, beam=beam)
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        size = len(batch["src"])
-        self.log_validation_loss(self._loss(batch), size)
+        self.log_validation_loss(self._loss(batch), (batch["tgt_out"] != 0).sum())
         self._score(batch, "val", beam=1)
 
     def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:

@@ -310,8 +310,9 @@ class TranslationTask(Task):
         self.log_dict(metrics)
         self.report_notes["BLEU"] = scores["bleu_signature"]
         self.report_notes["chrF"] = scores["chrf_signature"]
-        if self.trainer.is_global_zero and self.trainer.log_dir:
-            path = Path(self.trainer.log_dir) / "test_translations.txt"
+        log_dir = self.trainer.log_dir  # in every process: DDP broadcasts it from the first
+        if self.trainer.is_global_zero and log_dir:
+            path = Path(log_dir) / "test_translations.txt"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text("\n".join(hypotheses) + "\n", encoding="utf-8")
             rank_zero_info(f"test translations written to {path}; BLEU {scores['bleu']:.2f} "

@@ -1,0 +1,185 @@
+"""Triton kernels of sparsemax and csparsemax (see :mod:`._sparse_triton` for the method and
+how they are called). Imported on first use: ``triton.jit`` then compiles them for the GPU, or
+hands them to Triton's interpreter where ``TRITON_INTERPRET=1``.
+
+One program per ``ROWS`` rows: a ``[ROWS, BLOCK]`` tile (``BLOCK`` the power of two that holds a
+row), per-row quantities ``[ROWS]`` vectors. Inputs come with their strides (bounds broadcast
+over rows have stride 0); outputs are contiguous ``[rows, length]``. ``WIDE``: compute in
+float64 (float64 inputs), else in float32 (float32, float16 and bfloat16 inputs).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+# A Triton constexpr: a kernel reads no other kind of global.
+NEG_INF = tl.constexpr(float("-inf"))
+POS_INF = tl.constexpr(float("inf"))
+NAN = tl.constexpr(float("nan"))
+
+
+@triton.jit
+def _tile(rows, length, ROWS: tl.constexpr, BLOCK: tl.constexpr):  # pragma: no cover - compiled
+    """This program's rows ``r [ROWS]`` (int64), the lanes ``j [BLOCK]``, the mask ``inside
+    [ROWS, BLOCK]`` of the tile's entries that exist and their contiguous offsets ``at``."""
+    r = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    j = tl.arange(0, BLOCK)
+    inside = (r < rows)[:, None] & (j < length)[None, :]
+    return r, j, inside, r[:, None] * length + j[None, :]
+
+
+@triton.jit
+def _widen(x, WIDE: tl.constexpr):  # pragma: no cover - compiled
+    """``x`` in the compute dtype: float64 if ``WIDE``, else float32."""
+    if WIDE:
+        wide = x.to(tl.float64)
+    else:
+        wide = x.to(tl.float32)
+    return wide
+
+
+@triton.jit
+def _two_sum(a, b):  # pragma: no cover - compiled
+    """``(s, e)`` with ``s = fl(a + b)`` and ``s + e = a + b`` exactly (Knuth's TwoSum)."""
+    s = a + b
+    b_part = s - a
+    return s, (a - (s - b_part)) + (b - b_part)
+
+
+@triton.jit
+def _sets(c, b, t, d, BOUNDED: tl.constexpr):  # pragma: no cover - compiled
+    """At thresholds ``t + d`` (``[ROWS]`` each; ``d`` a small correction of ``t``): ``x = (c -
+    t) - d`` (``c - t`` is exact where ``c`` is within a factor 2 of ``t``, as the free scores
+    are), whether ``x > 0`` and whether ``x > b`` (the coordinate is at its bound; never
+    without ``BOUNDED``), each ``[ROWS, BLOCK]``."""
+    x = (c - t[:, None]) - d[:, None]
+    above = x > 0
+    if BOUNDED:
+        return x, above, x > b
+    return x, above, x != x  # false: masked lanes hold -inf, not NaN
+
+
+@triton.jit
+def forward_kernel(z, u, valid, out, state, flagged, sz_r, sz_j, su_r, su_j, sv_r, sv_j,
+                   rows, length, BOUNDED: tl.constexpr, MASKED: tl.constexpr,
+                   WIDE: tl.constexpr, TOLERANCE: tl.constexpr, FEASIBLE: tl.constexpr,
+                   MAX_STEPS: tl.constexpr, ROWS: tl.constexpr,
+                   BLOCK: tl.constexpr):  # pragma: no cover - compiled
+    """``out = clip(z - tau, 0, u)`` (``max(z - tau, 0)`` without ``BOUNDED``) of each row,
+    ``state`` (int8: 0 zero, 1 free, 2 at its bound) and ``flagged`` (int8 ``[rows]``, for the
+    host: the mass written misses 1 by more than ``TOLERANCE``, or the bounds sum to less than
+    ``FEASIBLE``). ``valid`` is read only if ``MASKED``. A ``-inf`` score is a masked position;
+    a NaN or ``+inf`` one at a valid position makes the row NaN (state 0, not flagged)."""
+    r, j, inside, at = _tile(rows, length, ROWS, BLOCK)
+    ok = inside
+    if MASKED:
+        ok = inside & (tl.load(valid + r[:, None] * sv_r + j[None, :] * sv_j, mask=inside,
+                               other=0) != 0)
+    c = _widen(tl.load(z + r[:, None] * sz_r + j[None, :] * sz_j, mask=ok, other=0.0), WIDE)
+    bad = ok & ((c != c) | (c == POS_INF))
+    broken = tl.max(bad.to(tl.int32), 1) > 0
+    ok = ok & (c > NEG_INF) & ~bad
+    c = tl.where(ok, c, NEG_INF)
+    top = tl.max(c, 1)
+    nonempty = top > NEG_INF
+    top = tl.where(nonempty, top, 0.0)  # mass 0 at the largest score
+    hi = top
+    if BOUNDED:
+        b = tl.maximum(_widen(tl.load(u + r[:, None] * su_r + j[None, :] * su_j, mask=ok,
+                                      other=0.0), WIDE), 0.0)
+        b = tl.where(ok, b, 0.0)
+        infeasible = nonempty & (tl.sum(b, 1) < FEASIBLE)
+        # Below the lowest breakpoint every coordinate is at its bound: mass >= 1. One under
+        # it, so that a Newton root on that breakpoint (bounds summing to 1) is inside.
+        lo = tl.min(tl.where(ok, c - b, POS_INF), 1) - 1
+        lo = tl.where(nonempty, lo, top - 1)
+        t = tl.maximum(lo, top - 1)
+    else:
+        b = c  # unused
+        infeasible = tl.zeros((ROWS,), tl.int1)
+        lo = top - 1  # the largest coordinate alone has mass 1 there
+        t = lo
+    # Points are pairs (t, d), d a correction within t's float spacing or so, so that Newton's
+    # roots keep their digits; the bracket's ends are such points.
+    d = tl.zeros((ROWS,), c.dtype)
+    lo_d, hi_d = d, d
+    tau, tau_d = t, d  # the threshold found
+    newton = tl.zeros((ROWS,), tl.int1)
+    move = hi - lo  # the moves of the point two steps ago and one
+    last_move = move
+    previous = tl.full((ROWS,), -1, tl.int32)
+    previous_bound = previous
+    done = ~nonempty
+    pending = tl.sum((~done).to(tl.int32), 0)
+    steps = 0
+    while (pending > 0) & (steps < MAX_STEPS):
+        x, above, at_bound = _sets(c, b, t, d, BOUNDED)
+        # Both counts in one reduction: rows are shorter than 2**16 (MAX_LENGTH).
+        counts = tl.sum(above.to(tl.int32) + (at_bound.to(tl.int32) << 16), 1)
+        n_above, n_bound = counts & 0xFFFF, counts >> 16
+        n_free = n_above - n_bound
+        if BOUNDED:
+            mass = tl.sum(tl.where(at_bound, b, tl.where(above, x, 0.0)), 1)
+        else:
+            mass = tl.sum(tl.where(above, x, 0.0), 1)
+        # The root of the mass's linear piece through the point: exact once a Newton point
+        # leaves the sets as they were (their sizes then tell, the sets being nested).
+        root, root_d = _two_sum(t, d + (mass - 1) / tl.maximum(n_free, 1).to(c.dtype))
+        settled = (newton & (n_above == previous) & (n_bound == previous_bound)) | (mass == 1)
+        tau = tl.where(done, tau, root)
+        tau_d = tl.where(done, tau_d, root_d)
+        done = done | settled
+        enough = mass >= 1
+        lo, lo_d = tl.where(enough, t, lo), tl.where(enough, d, lo_d)
+        hi, hi_d = tl.where(enough, hi, t), tl.where(enough, hi_d, d)
+        width = (hi - lo) + (hi_d - lo_d)
+        # Newton's root where it is inside and moves less than half the move before last
+        # (rtsafe's rule: then the bisections bound the number of points); else the
+        # bracket's midpoint, as a pair once the bracket is about one float wide (a piece of
+        # the mass can be narrower than the float spacing of the scores).
+        jump = (root - t) + (root_d - d)
+        newton = ((n_free > 0) & ((root - lo) + (root_d - lo_d) > 0)
+                  & ((hi - root) + (hi_d - root_d) > 0) & (2 * tl.abs(jump) < move))
+        move, last_move = last_move, tl.where(newton, tl.abs(jump), 0.5 * width)
+        middle = 0.5 * (lo + hi)
+        narrow = (middle == lo) | (middle == hi)
+        t = tl.where(newton, root, tl.where(narrow, lo, middle))
+        d = tl.where(newton, root_d, tl.where(narrow, lo_d + 0.5 * width, 0.0))
+        previous, previous_bound = n_above, n_bound
+        pending = tl.sum((~done).to(tl.int32), 0)
+        steps += 1
+
+    x, above, at_bound = _sets(c, b, tau, tau_d, BOUNDED)
+    a = tl.maximum(x, 0.0)
+    if BOUNDED:
+        a = tl.minimum(a, b)
+    a = a.to(out.dtype.element_ty)
+    tl.store(out + at, tl.where(broken[:, None], NAN, a), mask=inside)
+    sets = tl.where(above & ~at_bound, 1, tl.where(at_bound, 2, 0))
+    tl.store(state + at, tl.where(broken[:, None], 0, sets).to(tl.int8), mask=inside)
+    # The mass of what was written, summed in float64 (exactly enough whatever the dtype).
+    missed = tl.abs(tl.sum(a.to(tl.float64), 1) - 1)
+    uncertified = nonempty & ~(missed <= TOLERANCE)
+    tl.store(flagged + r, ((uncertified | infeasible) & ~broken).to(tl.int8), mask=r < rows)
+
+
+@triton.jit
+def backward_kernel(grad, state, d_scores, d_upper, sg_r, sg_j, rows, length,
+                    BOUNDED: tl.constexpr, WIDE: tl.constexpr, ROWS: tl.constexpr,
+                    BLOCK: tl.constexpr):  # pragma: no cover - compiled
+    """``d_scores = 1[free] (g - m)`` and, if ``BOUNDED``, ``d_upper = 1[at bound] (g - m)``,
+    ``m`` the mean of ``g`` over the free set (0 for a row with no free coordinate)."""
+    r, j, inside, at = _tile(rows, length, ROWS, BLOCK)
+    g = _widen(tl.load(grad + r[:, None] * sg_r + j[None, :] * sg_j, mask=inside, other=0.0),
+               WIDE)
+    s = tl.load(state + at, mask=inside, other=0)
+    free = s == 1
+    n_free = tl.sum(free.to(tl.int32), 1)
+    mean = tl.sum(tl.where(free, g, 0.0), 1) / tl.maximum(n_free, 1).to(g.dtype)
+    centered = tl.where((n_free > 0)[:, None], g - mean[:, None], 0.0)
+    tl.store(d_scores + at, tl.where(free, centered, 0.0).to(d_scores.dtype.element_ty),
+             mask=inside)
+    if BOUNDED:
+        tl.store(d_upper + at, tl.where(s == 2, centered, 0.0).to(d_upper.dtype.element_ty),
+                 mask=inside)
