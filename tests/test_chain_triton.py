@@ -6,45 +6,20 @@ dtype, float64 included)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-from lit_structattn.structured import _chain_triton
-
-ROOT = Path(__file__).resolve().parent.parent
-
-COMPILE = """
-import sys
-import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
-from lit_structattn.structured import _chain_triton_kernels as kernels
-
-real = sys.argv[1]
-pointers = {"forward_kernel": ["*" + real] * 2 + ["*i64"] + ["*" + real] * 3 + ["*fp64"] * 2,
-            "covariance_kernel": ["*" + real] * 4 + ["*i64"] + ["*" + real] * 2 + ["*fp64"]}
-for name, types in pointers.items():
-    kernel = getattr(kernels, name)
-    names = kernel.arg_names
-    signature = dict(zip(names, types + ["i64"] * (len(names) - len(types) - 1) + ["constexpr"]))
-    compiled = triton.compile(ASTSource(kernel, signature, constexprs={"BLOCK": 8}),
-                              target=GPUTarget("cuda", 90, 32))
-    print(name, len(compiled.asm["cubin"]))
-"""
+from lit_structattn.common.compiled import triton_installed
+from tests.triton_compile import compiled_sizes
 
 
-@pytest.mark.skipif(not _chain_triton.installed(), reason="triton is not installed")
+@pytest.mark.skipif(not triton_installed(), reason="triton is not installed")
 @pytest.mark.parametrize("dtype", ["fp32", "fp64"])
 def test_the_triton_kernels_compile_for_a_gpu(dtype):
-    environment = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    environment["PYTHONPATH"] = str(ROOT)
-    run = subprocess.run([sys.executable, "-c", COMPILE, dtype], capture_output=True, text=True,
-                         env=environment, timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
-    sizes = dict(line.split() for line in run.stdout.splitlines())
-    assert set(sizes) == {"forward_kernel", "covariance_kernel"}
-    assert all(int(size) > 0 for size in sizes.values())
+    real = "*" + dtype
+    variants = [("forward_kernel", [real] * 2 + ["*i64"] + [real] * 3 + ["*fp64"] * 2,
+                 {"BLOCK": 8}),
+                ("covariance_kernel", [real] * 4 + ["*i64"] + [real] * 2 + ["*fp64"],
+                 {"BLOCK": 8})]
+    sizes = compiled_sizes("lit_structattn.structured._chain_triton_kernels", variants)
+    assert [name for name, _ in sizes] == ["forward_kernel", "covariance_kernel"]
+    assert all(size > 0 for _, size in sizes)

@@ -10,8 +10,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -20,12 +18,14 @@ import pytest
 import torch
 
 from lit_structattn.attention import _csoftmax_triton, csoftmax
+from lit_structattn.common.compiled import triton_installed
 from tests.reference_transforms import csoftmax_ref
 from tests.test_transform_precision import BOUNDS, SHAPES, check_exact, make_bounds
+from tests.triton_compile import compiled_sizes
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "lit_structattn" / "attention" / "_csoftmax_triton_kernels.py"
-INSTALLED = importlib.util.find_spec("triton") is not None
+INSTALLED = triton_installed()
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
 
@@ -270,44 +270,19 @@ def test_the_kernels_serve_cuda_only_and_can_be_switched_off(monkeypatch):
     assert not _csoftmax_triton.usable(cuda)
 
 
-COMPILE = """
-import sys
-import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
-from lit_structattn.attention import _csoftmax_triton_kernels as kernels
-
-real = sys.argv[1]
-pointers = {"forward_kernel": ["*" + real] * 2 + ["*i1", "*" + real, "*i8", "*i1"],
-            "backward_kernel": ["*" + real, "*i8"] + ["*" + real] * 3}
-shape = {"ROWS": 4, "BLOCK": 64, "WIDE": real == "fp64"}
-constexprs = {"forward_kernel": {"HAS_MASK": True, "MAX_ITER": 48, **shape},
-              "backward_kernel": shape}
-for name, types in pointers.items():
-    kernel = getattr(kernels, name)
-    given = constexprs[name]
-    signature = {arg: "constexpr" if arg in given else kind
-                 for arg, kind in zip(kernel.arg_names, types + ["i64"] * len(kernel.arg_names))}
-    compiled = triton.compile(ASTSource(kernel, signature, constexprs=given),
-                              target=GPUTarget("cuda", 90, 32))
-    print(name, len(compiled.asm["cubin"]))
-"""
-
-
 @pytest.mark.skipif(not INSTALLED, reason="triton is not installed")
 @pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16", "fp64"])
 def test_the_kernels_compile_for_a_gpu(dtype):
-    """Triton's compiler and its ptxas turn both kernels into sm_90 cubins (what the
-    interpreter lets through, e.g. a non-constexpr global or an op without a float64
-    lowering, fails here)."""
-    environment = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    environment["PYTHONPATH"] = str(ROOT)
-    run = subprocess.run([sys.executable, "-c", COMPILE, dtype], capture_output=True, text=True,
-                         env=environment, timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
-    sizes = dict(line.split() for line in run.stdout.splitlines())
-    assert set(sizes) == {"forward_kernel", "backward_kernel"}
-    assert all(int(size) > 0 for size in sizes.values())
+    """Both kernels for sm_90 (tests/triton_compile.py): the interpreter lets through what a
+    GPU compiler refuses (a non-constexpr global, an op without a float64 lowering)."""
+    real = "*" + dtype
+    shape = {"ROWS": 4, "BLOCK": 64, "WIDE": dtype == "fp64"}
+    variants = [("forward_kernel", [real] * 2 + ["*i1", real, "*i8", "*i1"],
+                 {"HAS_MASK": True, "MAX_ITER": 48, **shape}),
+                ("backward_kernel", [real, "*i8"] + [real] * 3, shape)]
+    sizes = compiled_sizes("lit_structattn.attention._csoftmax_triton_kernels", variants)
+    assert [name for name, _ in sizes] == ["forward_kernel", "backward_kernel"]
+    assert all(size > 0 for _, size in sizes)
 
 
 @pytest.mark.cuda

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from lit_structattn.common.compiled import triton_installed
 from lit_structattn.structured import DependencyCRF, LinearChainCRF, _chain_kernel, _chain_triton
 
 
@@ -58,5 +59,5 @@ def test_dependency_crf_on_cuda_matches_cpu(dtype):
 @pytest.mark.cuda
 def test_the_chain_crf_runs_its_triton_kernels_on_cuda():
     scores = torch.zeros(1, 2, 2, device="cuda")
-    expected = _chain_triton if _chain_triton.installed() else None
+    expected = _chain_triton if triton_installed() else None
     assert _chain_kernel.backend_for(scores) is expected

@@ -13,6 +13,7 @@ import math
 import pytest
 import torch
 
+from lit_structattn.common.compiled import triton_installed
 from lit_structattn.structured import _chain_kernel, _chain_numba, _chain_triton, linear_chain
 from lit_structattn.structured.linear_chain import LinearChainCRF
 
@@ -31,7 +32,7 @@ def algorithm(request, monkeypatch):
     backend = COMPILED.get(request.param)
     if request.param == "compiled" and not _chain_numba.available():
         pytest.skip("numba is not installed")
-    if request.param == "triton" and not _chain_triton.installed():
+    if request.param == "triton" and not triton_installed():
         pytest.skip("triton is not installed")
     monkeypatch.setattr(_chain_kernel, "backend_for", lambda scores: backend)
     monkeypatch.setattr(linear_chain, "_SCAN_MAX_WORK", 10**9 if request.param == "tree" else 0)

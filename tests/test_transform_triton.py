@@ -7,9 +7,6 @@ broadcast bounds), empty rows, and the choice of the kernels by device."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -18,7 +15,10 @@ import pytest
 import torch
 
 from lit_structattn.attention import _checks, _sparse_triton, csparsemax, sparsemax
+from lit_structattn.common import compiled
+from lit_structattn.common.compiled import triton_installed
 from tests.conftest import force_triton
+from tests.triton_compile import compiled_sizes
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -205,7 +205,7 @@ def test_on_cuda_a_call_waits_for_the_host_once():
 
 
 def test_the_kernels_serve_cuda_tensors_only_and_can_be_switched_off(monkeypatch):
-    monkeypatch.setattr(_sparse_triton, "installed", lambda: True)
+    monkeypatch.setattr(compiled, "triton_installed", lambda: True)
     cuda = SimpleNamespace(device=torch.device("cuda"), shape=(2, 5))
     assert _sparse_triton.usable(cuda)
     assert not _sparse_triton.usable(torch.empty(2, 5))
@@ -216,45 +216,19 @@ def test_the_kernels_serve_cuda_tensors_only_and_can_be_switched_off(monkeypatch
     assert not _sparse_triton.usable(cuda)
 
 
-COMPILE = """
-import sys
-import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
-from lit_structattn.attention import _sparse_triton_kernels as kernels
-
-real = sys.argv[1]
-wide = real == "fp64"
-pointers = {"forward_kernel": ["*" + real] * 2 + ["*u8", "*" + real, "*i8", "*i8"],
-            "backward_kernel": ["*" + real, "*i8"] + ["*" + real] * 2}
-variants = {"forward_kernel": [dict(BOUNDED=b, MASKED=m, WIDE=wide, TOLERANCE=1e-5,
-                                    FEASIBLE=0.99, MAX_STEPS=64, ROWS=4, BLOCK=256)
-                               for b in (False, True) for m in (False, True)],
-            "backward_kernel": [dict(BOUNDED=b, WIDE=wide, ROWS=4, BLOCK=256)
-                                for b in (False, True)]}
-for name, types in pointers.items():
-    kernel = getattr(kernels, name)
-    for constants in variants[name]:
-        names = kernel.arg_names
-        scalars = len(names) - len(types) - len(constants)
-        signature = dict(zip(names, types + ["i64"] * scalars + ["constexpr"] * len(constants)))
-        compiled = triton.compile(ASTSource(kernel, signature, constexprs=constants),
-                                  target=GPUTarget("cuda", 90, 32))
-        print(name, len(compiled.asm["cubin"]))
-"""
-
-
-@pytest.mark.skipif(not _sparse_triton.installed(), reason="triton is not installed")
+@pytest.mark.skipif(not triton_installed(), reason="triton is not installed")
 @pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16", "fp64"])
 def test_the_triton_kernels_compile_for_a_gpu(dtype):
-    """Every variant (bounds or not, mask or not; forward and backward) for sm_90, as
-    tests/test_chain_triton.py does for the chain CRF: the interpreter lets through what a GPU
-    compiler refuses (non-constexpr globals, ops that do not lower for a dtype)."""
-    environment = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    environment["PYTHONPATH"] = str(ROOT)
-    run = subprocess.run([sys.executable, "-c", COMPILE, dtype], capture_output=True, text=True,
-                         env=environment, timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
-    sizes = [line.split() for line in run.stdout.splitlines()]
+    """Every variant (bounds or not, mask or not; forward and backward) for sm_90
+    (tests/triton_compile.py): the interpreter lets through what a GPU compiler refuses."""
+    real, wide = "*" + dtype, dtype == "fp64"
+    forward = [real] * 2 + ["*u8", real, "*i8", "*i8"]
+    backward = [real, "*i8", real, real]
+    variants = [("forward_kernel", forward, dict(BOUNDED=b, MASKED=m, WIDE=wide, TOLERANCE=1e-5,
+                                                 FEASIBLE=0.99, MAX_STEPS=64, ROWS=4, BLOCK=256))
+                for b in (False, True) for m in (False, True)]
+    variants += [("backward_kernel", backward, dict(BOUNDED=b, WIDE=wide, ROWS=4, BLOCK=256))
+                 for b in (False, True)]
+    sizes = compiled_sizes("lit_structattn.attention._sparse_triton_kernels", variants)
     assert [name for name, _ in sizes] == ["forward_kernel"] * 4 + ["backward_kernel"] * 2
-    assert all(int(size) > 0 for _, size in sizes)
+    assert all(size > 0 for _, size in sizes)

@@ -39,15 +39,13 @@ on CPU tensors in Triton's interpreter, which is how the tests check them withou
 
 from __future__ import annotations
 
-import functools
-import importlib.util
 import os
 from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
-from ..common.compiled import enabled
+from ..common.compiled import triton_serves
 
 __all__ = ["MAX_ITER", "MAX_LENGTH", "backward", "forward", "usable"]
 
@@ -63,13 +61,7 @@ ExactSolver = Callable[[Tensor, Tensor, Tensor | None], tuple[Tensor, Tensor]]
 def usable(z: Tensor) -> bool:
     """Whether the kernels serve csoftmax over ``z [..., L]``: on CUDA, ``L <= MAX_LENGTH``,
     with Triton installed and the compiled kernels not switched off."""
-    return z.device.type == "cuda" and z.shape[-1] <= MAX_LENGTH and enabled() and _installed()
-
-
-@functools.cache
-def _installed() -> bool:
-    """Whether Triton can be imported (torch's CUDA builds for Linux bring it)."""
-    return importlib.util.find_spec("triton") is not None
+    return triton_serves(z, MAX_LENGTH)
 
 
 def forward(z: Tensor, u: Tensor, valid: Tensor | None, exact: ExactSolver

@@ -36,16 +36,15 @@ the mean of ``g`` over the free set, from the int8 sets the forward saved.
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
-from ..common.compiled import enabled
+from ..common.compiled import triton_serves
 from ._checks import check_feasible
 
-__all__ = ["backward", "forward", "installed", "usable"]
+__all__ = ["backward", "forward", "usable"]
 
 MAX_LENGTH = 2**14  # longer rows would spill registers: the torch solvers take them
 MAX_STEPS = 64  # points per row: Newton settles in a few, bisection halves the bracket
@@ -56,16 +55,10 @@ ELEMENTS = 1024  # scores per program: short rows are packed several to a progra
 ExactRows = Callable[[Tensor, Tensor | None, Tensor | None], tuple[Tensor, Tensor]]
 
 
-def installed() -> bool:
-    """Whether Triton can be imported (torch's CUDA builds for Linux bring it)."""
-    return importlib.util.find_spec("triton") is not None
-
-
 def usable(z: Tensor) -> bool:
     """Whether the kernels serve ``z [..., L]``: on CUDA, Triton installed, the compiled kernels
     not switched off (``STRUCTATTN_COMPILED=0``), rows at most :data:`MAX_LENGTH` long."""
-    return (z.device.type == "cuda" and z.shape[-1] <= MAX_LENGTH and enabled()
-            and installed())
+    return triton_serves(z, MAX_LENGTH)
 
 
 def forward(z: Tensor, u: Tensor | None, valid: Tensor | None, exact: ExactRows, name: str

@@ -1,5 +1,5 @@
 """Switch and thread control for the compiled kernels of the attention transforms and the CRFs
-(numba on the CPU; the chain CRF also has Triton kernels for CUDA).
+(numba on the CPU; Triton on CUDA for the chain CRF, sparsemax, csparsemax and csoftmax).
 
 The kernels run on CPU when numba is installed (on CUDA when Triton is), unless the environment
 sets ``STRUCTATTN_COMPILED=0``; elsewhere (other devices, dtypes, or switched off) the torch
@@ -9,6 +9,7 @@ implementations run, with the same results.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import os
 from collections.abc import Iterator
@@ -26,6 +27,20 @@ def available() -> bool:
     """Whether numba is installed and the compiled kernels are not switched off
     (``STRUCTATTN_COMPILED=0``)."""
     return enabled() and importlib.util.find_spec("numba") is not None
+
+
+@functools.cache
+def triton_installed() -> bool:
+    """Whether Triton can be imported (torch's CUDA builds for Linux bring it)."""
+    return importlib.util.find_spec("triton") is not None
+
+
+def triton_serves(t: torch.Tensor, max_length: int | None = None) -> bool:
+    """Whether the Triton kernels take ``t [..., L]``: on CUDA, Triton installed, the compiled
+    kernels not switched off, and ``L <= max_length`` (when given: longer rows would not fit in
+    a program's registers)."""
+    return (t.device.type == "cuda" and (max_length is None or t.shape[-1] <= max_length)
+            and enabled() and triton_installed())
 
 
 PARALLEL_MIN_WORK = 2**15  # scalar steps; torch's own grain size for elementwise work

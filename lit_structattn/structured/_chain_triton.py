@@ -12,26 +12,20 @@ CRF itself uses numba or torch on the CPU).
 
 from __future__ import annotations
 
-import importlib.util
 import math
 
 import torch
 from torch import Tensor
 
-from ..common.compiled import enabled
+from ..common.compiled import triton_serves
 
-__all__ = ["covariance", "forward", "installed", "usable"]
-
-
-def installed() -> bool:
-    """Whether Triton can be imported (torch's CUDA builds for Linux bring it)."""
-    return importlib.util.find_spec("triton") is not None
+__all__ = ["covariance", "forward", "usable"]
 
 
 def usable(scores: Tensor) -> bool:
     """Whether the Triton kernels serve a distribution over ``scores``: on CUDA, with Triton
     installed and the compiled kernels not switched off (``STRUCTATTN_COMPILED=0``)."""
-    return scores.device.type == "cuda" and enabled() and installed()
+    return triton_serves(scores)
 
 
 def forward(unary: Tensor, transition: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor, Tensor]:
