@@ -33,6 +33,7 @@ REGIMES = {
     "tight": "upper ~ U(0, 4/L), the first set to 1: sum about 3, most bounds bind",
     "fertility": "upper = 2 - cumulative attention of 3 earlier softmax steps, clamped at 0 "
     "(as in constrained NMT decoding with fertility 2)",
+    "loose": "upper ~ U(0.05, 1.05), scaled to sum 1.5: a few bounds bind",
 }
 
 
@@ -64,6 +65,9 @@ def make_inputs(
     if regime == "tight":
         upper = torch.rand(rows, length, generator=generator) * 4 / length
         upper[:, 0] = 1.0  # always feasible
+    elif regime == "loose":
+        upper = torch.rand(rows, length, generator=generator) + 0.05
+        upper = upper * (1.5 / upper.sum(-1, keepdim=True))
     else:
         earlier = torch.randn(3, rows, length, generator=generator) * 4
         upper = (2 - torch.softmax(earlier, -1).sum(0)).clamp_min(0)
