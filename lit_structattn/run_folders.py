@@ -41,13 +41,14 @@ class FolderBusy(ValueError):
 
 def claim_version_folders(trainer: L.Trainer) -> None:
     """Give each numbering logger of ``trainer`` without a version (TensorBoard, CSV) the
-    first ``version_<n>`` folder under its ``save_dir/name`` that this process could create.
-    Only the main process claims (``rank_zero_only.rank``, known from the environment before
-    the processes are set up)."""
+    first ``version_<n>`` folder under its ``save_dir/name`` that this process could create
+    (local folders; a remote one keeps Lightning's numbering). Only the main process claims
+    (``rank_zero_only.rank``, known from the environment before the processes are set up)."""
     if rank_zero_only.rank != 0:
         return
-    for logger in trainer.loggers:
-        if isinstance(logger, (TensorBoardLogger, CSVLogger)) and logger._version is None:
+    numbering = [lg for lg in trainer.loggers if isinstance(lg, (TensorBoardLogger, CSVLogger))]
+    for logger in numbering:
+        if logger._version is None and "://" not in str(logger.root_dir):
             logger._version = _create_next_version(Path(logger.root_dir))
 
 
