@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from lit_structattn.attention import _csoftmax_triton, csoftmax
+from lit_structattn.attention import _checks, _csoftmax_triton, csoftmax
 from lit_structattn.common.compiled import triton_installed
 from tests.reference_transforms import csoftmax_ref
 from tests.test_transform_precision import BOUNDS, SHAPES, check_exact, make_bounds
@@ -47,12 +47,12 @@ def fallbacks(monkeypatch):
     handed: list[int] = []
     kernel_forward = _csoftmax_triton.forward
 
-    def counting(z, u, valid, exact):
+    def counting(z, u, valid, exact, name):
         def fallback(*rows):
             handed.append(rows[0].shape[0])
             return exact(*rows)
 
-        return kernel_forward(z, u, valid, fallback)
+        return kernel_forward(z, u, valid, fallback, name)
 
     monkeypatch.setattr(_csoftmax_triton, "forward", counting)
     return handed
@@ -308,3 +308,23 @@ def test_the_kernels_on_a_gpu_agree_with_the_cpu(dtype):
     with torch.autocast("cuda", dtype=torch.bfloat16):
         out = csoftmax(torch.randn(64, 30, device="cuda"), torch.ones(64, 30, device="cuda"))
     assert out.dtype == torch.float32
+
+
+def test_the_input_rules_are_applied_on_the_device(fallbacks, monkeypatch):
+    """NaN / +inf rows, -inf positions and infeasible bounds are handled by the kernel path:
+    run_transform's host checks (a synchronization each) do not run, and an infeasible row
+    still raises its ValueError, from the one flag read."""
+    def unexpected(*args):
+        raise AssertionError("a host check ran")
+
+    monkeypatch.setattr(_checks, "screen_non_finite", unexpected)
+    monkeypatch.setattr(_checks, "check_feasible", unexpected)
+    z = torch.tensor([[0.0, torch.nan, 1.0], [-torch.inf, 0.5, 1.0], [torch.inf, 0.0, 0.0]],
+                     requires_grad=True)
+    out = csoftmax(z, torch.full((3, 3), 0.7))
+    assert out[0].isnan().all() and out[2].isnan().all() and out[1, 0] == 0
+    torch.testing.assert_close(out[1].sum(), torch.tensor(1.0))
+    out[1].sum().backward()
+    assert torch.isfinite(z.grad).all() and (z.grad[[0, 2]] == 0).all()
+    with pytest.raises(ValueError, match=r"csoftmax: the valid upper bounds of row \(1,\)"):
+        csoftmax(torch.tensor([[0.0, 1.0], [-torch.inf, 1.0]]), torch.full((2, 2), 0.6))

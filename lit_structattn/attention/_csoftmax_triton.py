@@ -29,8 +29,10 @@ a few exact float64 Newton steps from the closed form clamp the free positions f
 bound (near-ties the float32 search could not separate); if a position that matters is still
 missing, the free positions above their bound are cut to it and the mass ``sum_i a_i`` misses 1
 by more than the rounding of the exponents and of the sums of bounds. Rows that fail, or that
-have a NaN bound, are solved again by the exact path (:func:`.csoftmax.solve`): the only host
-synchronisation, one flag read per call.
+have a NaN bound, are solved again by the exact path (:func:`.csoftmax.solve`). The input rules
+that :func:`._checks.run_transform` checks on the host for the other solvers (``-inf`` masked,
+NaN/``+inf`` rows NaN, bounds that must be able to sum to 1) are applied on the device here
+(:func:`forward`), so that one flag read per call is the only host synchronisation.
 
 Used on CUDA for rows up to :data:`MAX_LENGTH` when Triton imports and the compiled kernels are
 on (``STRUCTATTN_COMPILED=0`` turns them off); with ``TRITON_INTERPRET=1`` the same kernels run
@@ -46,6 +48,7 @@ import torch
 from torch import Tensor
 
 from ..common.compiled import triton_serves
+from ._checks import check_feasible
 
 __all__ = ["MAX_ITER", "MAX_LENGTH", "backward", "forward", "usable"]
 
@@ -64,23 +67,42 @@ def usable(z: Tensor) -> bool:
     return triton_serves(z, MAX_LENGTH)
 
 
-def forward(z: Tensor, u: Tensor, valid: Tensor | None, exact: ExactSolver
+def forward(z: Tensor, u: Tensor, valid: Tensor | None, exact: ExactSolver, name: str
             ) -> tuple[Tensor, Tensor]:
     """``(a, state)``, each ``[..., L]`` (``state`` int8: 0 masked, 1 free, 2 at its bound), for
     scores ``z``, bounds ``u`` and ``valid`` (any strides, ``[..., L]``); the rows the kernel
-    does not certify are solved again by ``exact(z, u, valid) -> (a, clamped)`` on those rows."""
+    does not certify are solved again by ``exact(z, u, valid) -> (a, clamped)`` on those rows.
+
+    The input rules of :func:`._checks.run_transform` are applied here on the device, with no
+    host check of their own: a ``-inf`` score is a masked position, a NaN or ``+inf`` one makes
+    its row NaN (state 0: no gradient), and bounds that cannot sum to 1 are flagged with the
+    uncertified rows; the one flag read then raises their ``ValueError`` (naming ``name``)."""
     length = z.shape[-1]
     rows_z, rows_u = z.reshape(-1, length), u.reshape(-1, length)
-    rows_valid = None if valid is None else valid.reshape(-1, length)
+    given = torch.ones_like(rows_z, dtype=torch.bool) if valid is None else \
+        valid.reshape(-1, length)
+    finite = rows_z.isfinite()
+    rows_valid = given & (finite | (rows_z != -torch.inf))  # -inf: masked
+    broken = (rows_valid & ~finite).any(-1)  # NaN or +inf at a valid position: a NaN row
+    rows_z = rows_z.masked_fill(~finite, 0)  # as run_transform's screening does
     a, state, certified = launch(rows_z, rows_u, rows_valid)
-    pending = ~certified
-    if bool(pending.any()):  # the one host synchronisation: rare rows the kernel left
-        pending_valid = None if rows_valid is None else rows_valid[pending]
+    pending = ~certified & ~broken
+    if bool((pending | infeasible(rows_u, rows_valid)).any()):  # the one host synchronisation
+        check_feasible(u, rows_valid.view(z.shape), name)
+        pending_valid = rows_valid[pending]
         exact_a, clamped = exact(rows_z[pending], rows_u[pending], pending_valid)
         a[pending] = exact_a.to(a.dtype)
-        codes = 1 + (clamped > 0).to(torch.int8)
-        state[pending] = codes if pending_valid is None else codes * pending_valid
+        state[pending] = (1 + (clamped > 0).to(torch.int8)) * pending_valid
+    a = a.masked_fill(broken[:, None], torch.nan)
+    state = state.masked_fill(broken[:, None], 0)
     return a.view(z.shape), state.view(z.shape)
+
+
+def infeasible(u: Tensor, valid: Tensor) -> Tensor:
+    """``[N]`` the rows ``[N, L]`` with a valid position whose valid bounds sum to less than 1
+    (the tolerance of :func:`._checks.check_feasible`), on the device."""
+    total = (u.clamp_min(0) * valid).sum(-1)
+    return valid.any(-1) & (total < 1 - torch.finfo(u.dtype).eps ** 0.5)
 
 
 def launch(z: Tensor, u: Tensor, valid: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:

@@ -142,7 +142,7 @@ class CsoftmaxFunction(torch.autograd.Function):
     def forward(ctx, z: Tensor, u: Tensor, valid: Tensor | None) -> Tensor:
         ctx.kernel = _csoftmax_triton.usable(z)
         if ctx.kernel:
-            a, state = _csoftmax_triton.forward(z, u, valid, solve)
+            a, state = _csoftmax_triton.forward(z, u, valid, solve, "csoftmax")
             ctx.save_for_backward(a, state)
             return a
         a, clamped = solve(z, u, valid)
@@ -181,4 +181,5 @@ def csoftmax(
         ValueError: the valid upper bounds of some row sum to less than 1 (the row is named);
             dtype/shape disagreement between ``scores``, ``upper`` and ``mask``; a bad ``dim``.
     """
-    return run_transform(CsoftmaxFunction, "csoftmax", scores, upper, dim, mask)
+    return run_transform(CsoftmaxFunction, "csoftmax", scores, upper, dim, mask,
+                         checks_itself=_csoftmax_triton.usable)
