@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from lit_structattn.attention import _checks, _sparse_triton, csparsemax, sparsemax
+from lit_structattn.attention import _checks, _sparse_triton, csoftmax, csparsemax, sparsemax
 from lit_structattn.common import compiled
 from lit_structattn.common.compiled import triton_installed
 from tests.conftest import force_triton
@@ -189,7 +189,7 @@ def test_on_cuda_a_call_waits_for_the_host_once():
     warns at each)."""
     z, u = inputs((256, 50), seed=11, dtype=torch.float32, total=1.2)
     z, u = z.cuda().requires_grad_(), u.cuda().requires_grad_()
-    for transform in (lambda: sparsemax(z), lambda: csparsemax(z, u)):
+    for transform in (lambda: sparsemax(z), lambda: csparsemax(z, u), lambda: csoftmax(z, u)):
         transform().sum().backward()  # compiles the kernels
         torch.cuda.synchronize()
         torch.cuda.set_sync_debug_mode("warn")
