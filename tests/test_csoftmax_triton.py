@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -19,6 +18,7 @@ import torch
 
 from lit_structattn.attention import _checks, _csoftmax_triton, csoftmax
 from lit_structattn.common.compiled import triton_installed
+from tests.conftest import count_fallbacks, force_triton
 from tests.reference_transforms import csoftmax_ref
 from tests.test_transform_precision import BOUNDS, SHAPES, check_exact, make_bounds
 from tests.triton_compile import compiled_sizes
@@ -26,7 +26,6 @@ from tests.triton_compile import compiled_sizes
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "lit_structattn" / "attention" / "_csoftmax_triton_kernels.py"
 INSTALLED = triton_installed()
-INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 @contextlib.contextmanager
@@ -41,21 +40,8 @@ def kernels_off():
 def fallbacks(monkeypatch):
     """Run csoftmax through the Triton kernels in the interpreter; yields the list of row counts
     handed to the exact fallback."""
-    if not INSTALLED or not INTERPRETED:
-        pytest.skip("needs Triton's interpreter (Triton installed, no GPU)")
-    monkeypatch.setattr(_csoftmax_triton, "usable", lambda z: True)
-    handed: list[int] = []
-    kernel_forward = _csoftmax_triton.forward
-
-    def counting(z, u, valid, exact, name):
-        def fallback(*rows):
-            handed.append(rows[0].shape[0])
-            return exact(*rows)
-
-        return kernel_forward(z, u, valid, fallback, name)
-
-    monkeypatch.setattr(_csoftmax_triton, "forward", counting)
-    return handed
+    force_triton([_csoftmax_triton], monkeypatch)
+    return count_fallbacks(_csoftmax_triton, monkeypatch)
 
 
 @pytest.mark.parametrize("scale", [1, 1e3, 1e4])

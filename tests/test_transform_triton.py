@@ -17,7 +17,7 @@ import torch
 from lit_structattn.attention import _checks, _sparse_triton, csoftmax, csparsemax, sparsemax
 from lit_structattn.common import compiled
 from lit_structattn.common.compiled import triton_installed
-from tests.conftest import force_triton
+from tests.conftest import count_fallbacks, force_triton
 from tests.triton_compile import compiled_sizes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,16 +91,7 @@ def test_uncertified_rows_are_solved_again_by_the_torch_path(monkeypatch):
     expected = outputs_and_grads(z, u, None, cotangent)
     force_triton([_sparse_triton], monkeypatch)
     monkeypatch.setattr(_sparse_triton, "MAX_STEPS", 0)
-    solved_again = []
-    original = _sparse_triton.forward
-
-    def spy(z, u, valid, exact, name):
-        def counted(*rows):
-            solved_again.append(rows[0].shape[0])
-            return exact(*rows)
-        return original(z, u, valid, counted, name)
-
-    monkeypatch.setattr(_sparse_triton, "forward", spy)
+    solved_again = count_fallbacks(_sparse_triton, monkeypatch)
     got = outputs_and_grads(z, u, None, cotangent)
     assert solved_again == [5, 5]
     for ours, theirs in zip(got, expected, strict=True):
