@@ -80,7 +80,14 @@ MAX_TOKENS = 400
 
 
 def read_parallel(src_file: Path, tgt_file: Path) -> list[tuple[str, str]]:
-    """The line-aligned pairs of two (plain or gzip) UTF-8 files.
+    """The line-aligned pairs of two (plain or gzip) UTF-8 files (:func:`numbered_pairs`
+    without the line numbers)."""
+    return [pair for _, pair in numbered_pairs(src_file, tgt_file)]
+
+
+def numbered_pairs(src_file: Path, tgt_file: Path) -> list[tuple[int, tuple[str, str]]]:
+    """``(line number, (source, target))`` of every non-blank line pair of two line-aligned
+    (plain or gzip) UTF-8 files, numbered from 1.
 
     Raises:
         MalformedLine: the files differ in length (the first line one of them lacks is named)
@@ -103,7 +110,8 @@ def read_parallel(src_file: Path, tgt_file: Path) -> list[tuple[str, str]]:
         if bool(s.strip()) != bool(t.strip()):
             empty = src_file if not s.strip() else tgt_file
             raise MalformedLine(empty, number, "empty line opposite a non-empty one")
-    pairs = [(s.strip(), t.strip()) for s, t in zip(src, tgt, strict=True) if s.strip()]
+    pairs = [(number, (s.strip(), t.strip()))
+             for number, (s, t) in enumerate(zip(src, tgt, strict=True), start=1) if s.strip()]
     return list(require_records(pairs, src_file, "sentence pairs",
                                 f"{src_file.name} and {tgt_file.name} hold no non-blank line"))
 
@@ -116,14 +124,6 @@ def split_digest(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], model: st
     for source, target in pairs:
         digest.update(f"{' '.join(map(str, source))}\t{' '.join(map(str, target))}\n".encode())
     return digest.hexdigest()
-
-
-def pair_lines(src_file: Path) -> list[int]:
-    """The number of the line of each pair :func:`read_parallel` returns (the non-blank lines
-    of ``src_file``)."""
-    with open_text(src_file) as f:
-        return [number for number, line in enumerate(f.read().split("\n"), start=1)
-                if line.strip()]
 
 
 Item = tuple[list[int], list[int], int, list[float] | None]
@@ -387,11 +387,14 @@ class TranslationDataModule(SplitDataModule):
             found.append(existing[0])
         return found[0], found[1]
 
-    def _read(self, split: str) -> list[tuple[str, str]]:
-        """The ``(source, target)`` text pairs of ``split``, from the files or the hub."""
+    def _read(self, split: str) -> tuple[str | Path, list[tuple[int, tuple[str, str]]]]:
+        """Where ``split`` comes from (its source file, or the hub split's name) and its
+        ``(number, (source, target))`` text pairs: the line number in the files, the pair's
+        position in the hub split."""
         h = self.hparams
         if h.data_dir is not None or h.hub_name is None:
-            return read_parallel(*self.split_files(split))
+            files = self.split_files(split)
+            return files[0], numbered_pairs(*files)
         name = {"train": "train", "val": "validation", "test": "test"}[split]
         rows = load_hub_dataset(h.hub_name, h.hub_config, name,
                                 "data_dir=<folder with line-aligned files>")
@@ -399,7 +402,8 @@ class TranslationDataModule(SplitDataModule):
         for row in rows:
             languages = row.get("translation", row)
             pairs.append((languages[h.src_lang].strip(), languages[h.tgt_lang].strip()))
-        return [(s, t) for s, t in pairs if s and t]
+        return f"{h.hub_name} {split}", list(enumerate([(s, t) for s, t in pairs if s and t],
+                                                        start=1))
 
     def _cache_dir(self) -> Path:
         if self.hparams.cache_dir is not None:
@@ -419,7 +423,8 @@ class TranslationDataModule(SplitDataModule):
         if self.datasets:
             return
         h = self.hparams
-        pairs = {split: self._read(split) for split in SPLITS}
+        sources = {split: self._read(split) for split in SPLITS}
+        pairs = {split: [pair for _, pair in numbered] for split, (_, numbered) in sources.items()}
         self.subwords = cached_subwords(self._cache_dir(), pairs["train"], h.src_lang,
                                         h.tgt_lang, h.bpe_size)
         if h.target_units == "words":
@@ -438,7 +443,8 @@ class TranslationDataModule(SplitDataModule):
                         and (h.max_length is None or len(t) <= h.max_length)]
                 self.dropped_train = len(items) - len(kept)
             else:
-                kept = self._bounded(split, kept)
+                where, numbered = sources[split]
+                kept = self._bounded(kept, where, [number for number, _ in numbered])
             encoded[split] = kept
         self.training_digest = split_digest([ids for _, ids in encoded["train"]],
                                             self.subwords.model_file.stem)
@@ -452,16 +458,10 @@ class TranslationDataModule(SplitDataModule):
                                                   for f in fertilities[split]],
             )
 
-    def _bounded(self, split: str, kept: list) -> list:
-        """The encoded ``(text pair, (source ids, target ids))`` of an evaluation ``split``
-        within ``limit``, errors naming the source file and line (the hub split and the pair's
-        number for a hub dataset)."""
-        h = self.hparams
-        if h.data_dir is not None or h.hub_name is None:
-            src_file = self.split_files(split)[0]
-            where, numbers = src_file, pair_lines(src_file)
-        else:
-            where, numbers = f"{h.hub_name} {split}", range(1, len(kept) + 1)
+    def _bounded(self, kept: list, where: str | Path, numbers: list[int]) -> list:
+        """The encoded ``(text pair, (source ids, target ids))`` of an evaluation split within
+        ``limit``, errors naming ``where`` (its source file, or the hub split) and the pair's
+        number there (``numbers``)."""
         bounded = [(pair, tuple(self.limit.cut(ids, "source or target", where, number)))
                    for number, (pair, ids) in zip(numbers, kept, strict=True)]
         self.limit.warn(where)
