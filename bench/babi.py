@@ -28,9 +28,9 @@ from bench.timing import (
     training_step_times,
     write_report,
 )
-from datamodules.babi import BabiDataModule
-from lit_structattn.allocator import steady_allocator
+from lit_structattn.datamodules.babi import BabiDataModule
 from lit_structattn.layers import registry
+from lit_structattn.run.allocator import steady_allocator
 
 REPORT = Path(__file__).resolve().parent.parent / "reports" / "bench_babi.md"
 TASKS = {16: 3, 2: 2}  # task -> K, Kim et al. (2017) Table 4

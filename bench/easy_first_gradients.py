@@ -21,8 +21,8 @@ from pathlib import Path
 import torch
 
 from bench.timing import markdown_table, write_report
-from datamodules.ud_pos import UDPOSDataModule
 from lit_structattn.attention import Transform
+from lit_structattn.datamodules.ud_pos import UDPOSDataModule
 from lit_structattn.models.easy_first import EasyFirstTagger
 
 REPORT = Path(__file__).resolve().parent.parent / "reports" / "bench_easy_first_gradients.md"

@@ -87,7 +87,7 @@ def time_row(table: Table, row: Row, budget: str, device: str = "cpu", batches: 
     """Train ``row`` under ``budget`` for ``batches`` batches on ``device`` in ``precision``
     (None: the configured one) and time it (see the module docstring). Errors (e.g. a budget
     whose data is not on this machine) are returned in ``error``, not raised."""
-    from lit_structattn.lightning_cli import build_cli
+    from lit_structattn.run.lightning_cli import build_cli
 
     if batches <= WARMUP:
         raise ValueError(f"--batches must exceed the {WARMUP} warm-up batches, got {batches}")

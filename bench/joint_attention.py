@@ -31,9 +31,9 @@ from bench.timing import (
     training_step_times,
     write_report,
 )
-from datamodules.morphology import InflectionDataModule
-from datamodules.translation import TranslationDataModule
-from lit_structattn.allocator import steady_allocator
+from lit_structattn.datamodules.morphology import InflectionDataModule
+from lit_structattn.datamodules.translation import TranslationDataModule
+from lit_structattn.run.allocator import steady_allocator
 
 REPORT = Path(__file__).resolve().parent.parent / "reports" / "bench_joint_attention.md"
 TRANSLATION = {  # candidate -> Seq2Seq arguments

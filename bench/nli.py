@@ -27,8 +27,8 @@ from bench.timing import (
     training_step_times,
     write_report,
 )
-from datamodules.nli import NLIDataModule
-from lit_structattn.allocator import steady_allocator
+from lit_structattn.datamodules.nli import NLIDataModule
+from lit_structattn.run.allocator import steady_allocator
 
 REPORT = Path(__file__).resolve().parent.parent / "reports" / "bench_nli.md"
 CANDIDATES = ("simple", "structured", "none")

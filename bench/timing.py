@@ -20,7 +20,7 @@ def config_task(configs: Sequence[str], *args: str, **model: object):
     """The task that ``structattn fit --config configs/<config> ... <args>`` builds, with the
     arguments ``model`` of its ``model`` (e.g. ``attention="sigmoid"``): its sizes linked from
     the configured data as in a run; no logger, callbacks or checkpoints."""
-    from lit_structattn.lightning_cli import build_cli
+    from lit_structattn.run.lightning_cli import build_cli
 
     stack = [a for config in configs for a in ("--config", str(CONFIGS / config))]
     chosen = [a for name, value in model.items() for a in (

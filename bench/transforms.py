@@ -22,8 +22,8 @@ import entmax
 import torch
 
 from bench.timing import best_times, markdown_table, write_report
-from lit_structattn.allocator import steady_allocator
 from lit_structattn.attention import _compiled, csoftmax, csparsemax, sparsemax
+from lit_structattn.run.allocator import steady_allocator
 
 SIZES = [(512, 64), (64, 1024)]
 REPORT = Path(__file__).resolve().parent.parent / "reports" / "bench_transforms.md"

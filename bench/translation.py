@@ -29,8 +29,8 @@ from bench.timing import (
     training_step_times,
     write_report,
 )
-from datamodules.translation import TranslationDataModule
-from lit_structattn.allocator import steady_allocator
+from lit_structattn.datamodules.translation import TranslationDataModule
+from lit_structattn.run.allocator import steady_allocator
 from lit_structattn.tasks import TranslationTask
 
 REPORT = Path(__file__).resolve().parent.parent / "reports" / "bench_translation.md"

@@ -25,7 +25,7 @@ from bench.timing import (
     training_step_times,
     write_report,
 )
-from datamodules.tree_transduction import TreeTransductionDataModule
+from lit_structattn.datamodules.tree_transduction import TreeTransductionDataModule
 
 REPORT = Path(__file__).resolve().parent.parent / "reports" / "bench_tree_transduction.md"
 ENCODERS = ("none", "simple", "structured")

@@ -7,7 +7,7 @@ pairs as well as possible, align them together with the training corpus (as the 
 :func:`cached_links` keeps the links of a corpus in a file, computed once; the caller names the
 file by all that the links depend on (the translation data: its BPE model, a digest of the
 filtered training split and the aligner's iterations, see
-:meth:`~datamodules.translation.TranslationDataModule.derived_file`). :func:`read_links` reads
+:meth:`~.translation.TranslationDataModule.derived_file`). :func:`read_links` reads
 a links file, eflomal's own or a cached one, and checks it: one line per pair, never cut.
 """
 

@@ -6,12 +6,12 @@ Files: ``qa<N>_<name>_{train,test}.txt`` in one folder (``../shared/data/babi_v1
 line is ``<id> <sentence>`` or, for a question, ``<id> <question>\\t<answer>\\t<supporting ids>``;
 ids restart at 1 with every story and questions take ids too. A statement never holds a ``?``
 (none does in the release), so a line with a ``?`` but no tab is a question whose answer was
-lost: :class:`~datamodules.files.MalformedLine`, not a memory fact. A file without questions is
-an :class:`~datamodules.files.EmptyDataFile` naming it. The raw input of a trained model
+lost: :class:`~.files.MalformedLine`, not a memory fact. A file without questions is
+an :class:`~.files.EmptyDataFile` naming it. The raw input of a trained model
 (:class:`StoryCodec`) is the same lines with the answer and supporting ids optional: there a
 line with a ``?`` or a tab is a question.
 
-Bounded cost (:mod:`datamodules.limits`): a statement or question holds at most ``max_tokens``
+Bounded cost (:mod:`.limits`): a statement or question holds at most ``max_tokens``
 words (100 by default; the longest sentence of the shipped tasks has 11), refused naming its
 ``file:line`` or, with ``length_policy="truncate"``, cut; the memory holds at most
 ``memory_size`` statements.
@@ -87,7 +87,7 @@ def parse_babi(lines: Iterable[str], source: str | Path, task: int, memory_size:
             both are optional (``<id> <question>`` alone, its ``?`` or a tab telling it from a
             statement), as in the raw input of a trained model.
         limit: the most words of a statement or question (None: unbounded); cut ones are
-            counted, not reported (the caller's :meth:`~datamodules.limits.LengthLimit.warn`).
+            counted, not reported (the caller's :meth:`~.limits.LengthLimit.warn`).
 
     Raises:
         MalformedLine: a line without a leading id, an id that neither starts a story (1) nor
@@ -259,10 +259,10 @@ class BabiDataModule(SplitDataModule):
         val_fraction: share of the training questions held out for validation.
         split_seed: seed of that hold-out (fixed, independent of the training seed).
         batch_size, bucket_batches, num_workers, pin_memory, seed: as for the other
-            DataModules (:meth:`~datamodules.splits.SplitDataModule.loader_options`).
+            DataModules (:meth:`~.splits.SplitDataModule.loader_options`).
         max_tokens, length_policy: the most words of a statement or question in any split or
             raw input, and ``"error"`` (refused, naming ``file:line``) or ``"truncate"`` (cut,
-            with a warning counting them); see :mod:`datamodules.limits`.
+            with a warning counting them); see :mod:`.limits`.
 
     After :meth:`setup`: ``vocab`` (words of the training questions, answers included),
     ``datasets`` and ``tasks``.

@@ -13,9 +13,9 @@ Files: English ``eng.train`` / ``eng.testa`` (dev) / ``eng.testb`` (test) in fol
 Encoding: the NLTK copy of CoNLL-2002 (the shared one) and CoNLL-2003 are UTF-8, the default;
 the original CoNLL-2002 distribution is latin-1: read it with ``encoding="latin-1"`` (``encoding:
 latin-1`` under ``data.init_args`` in a config). Decoding is strict: a byte that is not valid in
-the encoding is a :class:`~datamodules.files.MalformedLine` naming file, line and byte offset,
+the encoding is a :class:`~.files.MalformedLine` naming file, line and byte offset,
 never a silent re-read in another encoding. An empty file is an
-:class:`~datamodules.files.EmptyDataFile` naming it.
+:class:`~.files.EmptyDataFile` naming it.
 """
 
 from __future__ import annotations
@@ -83,12 +83,12 @@ def iob1_to_iob2(tags: Sequence[str]) -> list[str]:
 def read_conll_ner(path: str | os.PathLike, encoding: str = "utf-8",
                    limit: LengthLimit | None = None) -> list[TaggedSentence]:
     """The ``(word, NER tag)`` sentences of a CoNLL-2002/2003 file, tags converted to IOB2, each
-    within ``limit`` (:func:`~datamodules.tagging.bounded_sentence`; None: unbounded).
+    within ``limit`` (:func:`~.tagging.bounded_sentence`; None: unbounded).
 
-    Raises :class:`~datamodules.files.MalformedLine` (naming ``file:line``) for a token line with
+    Raises :class:`~.files.MalformedLine` (naming ``file:line``) for a token line with
     fewer than 2 columns or with a different number of columns than the file's first token line,
     for an invalid tag or a byte not valid in ``encoding``, and for a sentence longer than
-    ``limit`` (its first line); :class:`~datamodules.files.EmptyDataFile` for a file without
+    ``limit`` (its first line); :class:`~.files.EmptyDataFile` for a file without
     sentences.
     """
     sentences = [bounded_sentence(sentence, limit, path, line)
@@ -136,7 +136,7 @@ class CoNLLNERDataModule(TaggingDataModule):
 
     Args:
         language: ``"en"`` or ``"es"``; chooses the default file names and folder (under
-            :func:`~datamodules.files.data_root`) when they are not given.
+            :func:`~.files.data_root`) when they are not given.
         train_file, val_file, test_file: file names in ``data_dir`` (default per language:
             ``*.train``, ``*.testa``, ``*.testb``); plain or gzip-compressed.
         encoding: the files' codec, ``"utf-8"`` by default (CoNLL-2003 and NLTK's CoNLL-2002,
@@ -145,11 +145,11 @@ class CoNLLNERDataModule(TaggingDataModule):
         hub_name, hub_config: ``"eriktks/conll2003"`` (no config) or ``"eriktks/conll2002"``,
             ``"es"``, read from their parquet exports (the old names ``conll2003`` and
             ``conll2002`` are loading scripts, refused by ``datasets`` >= 4; see
-            :mod:`datamodules.hub`); columns ``tokens`` and ``ner_tags`` (ClassLabel ids or
+            :mod:`.hub`); columns ``tokens`` and ``ner_tags`` (ClassLabel ids or
             strings). Used only when ``data_dir`` is None.
-        max_train_length: as in :class:`~datamodules.tagging.TaggingDataModule` (default 50 as
+        max_train_length: as in :class:`~.tagging.TaggingDataModule` (default 50 as
             in the paper; on Spanish this cut-off costs about 2 F1 — pass None to keep all).
-        Others: see :class:`~datamodules.tagging.TaggingDataModule`.
+        Others: see :class:`~.tagging.TaggingDataModule`.
 
     Batches: ``words [B, T]``, ``prefixes [B, T, 4]``, ``suffixes [B, T, 4]``, ``tags [B, T]``
     (IOB2 tag ids, 0 = padding), ``lengths [B]``, ``index [B]``.

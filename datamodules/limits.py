@@ -13,7 +13,7 @@ units). It hands one :class:`LengthLimit` to its readers, which check each examp
 :meth:`LengthLimit.cut` where they know its file and line, and to its text codec, which keeps
 the two values in its saved state so that ``predict`` applies the limit training had.
 
-Contract: a refused example is a :class:`~datamodules.files.MalformedLine` naming ``file:line``
+Contract: a refused example is a :class:`~.files.MalformedLine` naming ``file:line``
 (the example's first line) and the limit; without a file (a codec's :meth:`~lit_structattn.
 common.codec.TextCodec.read`) a ``ValueError`` with the same reason, which the codec's parse
 turns into ``<source>:<line>: ...``. Cut examples are counted, and :meth:`LengthLimit.warn`

@@ -7,7 +7,7 @@ bundles like ``case=genitive:number=singular``) and ``base_forms_de_{noun,verb}_
 test}.txt`` (one lemma per line). Source = the bundle's ``attr=value`` symbols followed by the
 lemma's characters; target = the inflected form's characters.
 
-Bounded cost (:mod:`datamodules.limits`): a source (symbols) or inflected form (characters) of
+Bounded cost (:mod:`.limits`): a source (symbols) or inflected form (characters) of
 more than ``max_tokens`` is refused naming its ``file:line``, and a raw input of more source
 symbols naming ``<source>:<line>`` (never cut: a cut lemma is another word).
 
@@ -108,7 +108,7 @@ class InflectionDataModule(SharedVocabularySizes, SplitDataModule):
             ``<data_root>/wiktionary_morphology_de``.
         pos: ``noun`` (de-N) or ``verb`` (de-V).
         batch_size, bucket_batches, num_workers, pin_memory, seed: as for the other
-            DataModules (:meth:`~datamodules.splits.SplitDataModule.loader_options`).
+            DataModules (:meth:`~.splits.SplitDataModule.loader_options`).
         max_tokens: the most source symbols (and form characters) of an example of any split
             or raw input; a longer one is refused (see the module docstring).
 

@@ -15,7 +15,7 @@ out for validation) and test on SNLI test. SICK uses its own three splits under 
 
 A trained model reads raw pairs, ``premise<TAB>hypothesis`` per line, with :class:`PairCodec`.
 
-Bounded cost (:mod:`datamodules.limits`): a premise or hypothesis holds at most ``max_tokens``
+Bounded cost (:mod:`.limits`): a premise or hypothesis holds at most ``max_tokens``
 words in every split and raw input (:func:`bounded_pair`), refused naming its ``file:line`` or,
 with ``length_policy="truncate"``, cut.
 
@@ -75,7 +75,7 @@ class NLIPair:
 def bounded_pair(pair: NLIPair, limit: LengthLimit | None, source: str | Path | None = None,
                  line: int | None = None) -> NLIPair:
     """``pair`` with its premise and hypothesis within ``limit``
-    (:meth:`~datamodules.limits.LengthLimit.cut`; None: unbounded); errors name
+    (:meth:`~.limits.LengthLimit.cut`; None: unbounded); errors name
     ``source:line``."""
     if limit is None:
         return pair
@@ -99,10 +99,10 @@ def read_snli(path: str | Path, lowercase: bool = True,
     """The labeled pairs of an SNLI JSONL file (plain or ``.gz``); gold label ``-`` is dropped;
     each pair within ``limit`` (:func:`bounded_pair`).
 
-    Raises :class:`~datamodules.files.MalformedLine` (``file:line``) for a line that is not a
+    Raises :class:`~.files.MalformedLine` (``file:line``) for a line that is not a
     JSON object with ``sentence1``, ``sentence2`` and ``gold_label``, for an unknown label, for
     an empty sentence and for one longer than ``limit``;
-    :class:`~datamodules.files.EmptyDataFile` for a file without labeled pairs.
+    :class:`~.files.EmptyDataFile` for a file without labeled pairs.
     """
     pairs = []
     with open_text(path) as lines:
@@ -139,9 +139,9 @@ def read_sick(path: str | Path, lowercase: bool = True,
     """The pairs of ``SICK.txt`` by split (``train``/``val``/``test`` from the SemEval_set
     column TRAIN/TRIAL/TEST), each within ``limit`` (:func:`bounded_pair`).
 
-    Raises :class:`~datamodules.files.MalformedLine` for a line without 12 tab-separated columns,
+    Raises :class:`~.files.MalformedLine` for a line without 12 tab-separated columns,
     an unknown label or set, an empty sentence or one longer than ``limit``;
-    :class:`~datamodules.files.EmptyDataFile` if a split has no pair.
+    :class:`~.files.EmptyDataFile` if a split has no pair.
     """
     splits: dict[str, list[NLIPair]] = {split: [] for split in SICK_SPLITS.values()}
     with open_text(path) as lines:
@@ -175,14 +175,14 @@ def read_sick(path: str | Path, lowercase: bool = True,
 def read_vectors(path: str | Path, words: Sequence[str], dim: int,
                  lowercase: bool = True) -> tuple[torch.Tensor, int]:
     """Fixed input vectors for ``words`` (a vocabulary, index 0 = padding) from a GloVe text
-    file (read by :func:`~datamodules.vectors.read_word_vectors`).
+    file (read by :func:`~.vectors.read_word_vectors`).
 
     Found words get their vector scaled to unit norm; the others one of :data:`OOV_BUCKETS`
     vectors drawn from ``N(0, 1)`` (seed 0), chosen by a hash of the word (Kim et al. 2017, A.5);
     the padding row is 0. With ``lowercase`` a file token matches its lowercased form (the first
     occurrence wins). Returns ``(matrix [len(words), dim], number of words found)``.
 
-    Raises :class:`~datamodules.files.MalformedLine` (file and line) for a malformed line.
+    Raises :class:`~.files.MalformedLine` (file and line) for a malformed line.
     """
     wanted = {word: i for i, word in enumerate(words) if i > 0}
     buckets = torch.randn(OOV_BUCKETS, dim, generator=torch.Generator().manual_seed(0))
@@ -280,7 +280,7 @@ class NLIDataModule(SplitDataModule):
         protocol: ``cpu`` (SNLI: train on dev minus ``val_fraction``, test on test) or ``full``
             (SNLI train / dev / test); SICK always uses its TRAIN / TRIAL / TEST sets.
         data_dir: the dataset's folder (default: ``snli`` or ``sick`` under
-            :func:`~datamodules.files.data_root`).
+            :func:`~.files.data_root`).
         hub_name, hub_config: a Hugging Face dataset for the ``full`` protocol, used only when
             ``data_dir`` is None (columns ``premise``/``hypothesis`` or ``sentence_A``/
             ``sentence_B``, and ``label`` = index into :data:`LABELS`, -1 dropped).
@@ -291,10 +291,10 @@ class NLIDataModule(SplitDataModule):
         val_fraction: share of SNLI dev held out for validation under ``cpu``.
         lowercase: lowercase the words.
         batch_size, bucket_batches, num_workers, pin_memory, seed: batching (``seed`` also
-            draws the held-out pairs; :meth:`~datamodules.splits.SplitDataModule.loader_options`).
+            draws the held-out pairs; :meth:`~.splits.SplitDataModule.loader_options`).
         max_tokens, length_policy: the most words of a premise or hypothesis in any split or
             raw input, and ``"error"`` (refused, naming ``file:line``) or ``"truncate"`` (cut,
-            with a warning counting them); see :mod:`datamodules.limits`.
+            with a warning counting them); see :mod:`.limits`.
 
     After :meth:`setup`: ``vocab``, ``labels`` (= :data:`LABELS`), ``vectors`` (``[V, D]`` or
     None), ``vectors_found`` and ``datasets`` (``train``/``val``/``test`` :class:`NLIDataset`).

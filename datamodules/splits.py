@@ -77,7 +77,7 @@ class SplitDataModule(L.LightningDataModule):
         return self.hparams.batch_size
 
     def _loader(self, split: str, shuffle: bool = False) -> DataLoader:
-        """Length-bucketed batches (:class:`~datamodules.batching.BucketBatchSampler`): training
+        """Length-bucketed batches (:class:`~.batching.BucketBatchSampler`): training
         batches in random order, evaluation batches from the whole split, shortest first."""
         if not getattr(self, "datasets", None):
             raise RuntimeError("call setup() before asking for a dataloader")

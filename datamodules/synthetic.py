@@ -5,7 +5,7 @@ marker token; the label is the token right after the marker. Solving it needs at
 single position whose place varies, so it exercises every attention transform. Deterministic
 given ``seed``. A trained model reads raw sequences (token ids separated by spaces, one sequence
 a line) with :class:`NeedleCodec`, at most ``max_tokens`` ids each (longer ones refused naming
-``<source>:<line>``, or cut with ``length_policy="truncate"``; see :mod:`datamodules.limits`).
+``<source>:<line>``, or cut with ``length_policy="truncate"``; see :mod:`.limits`).
 """
 
 from __future__ import annotations

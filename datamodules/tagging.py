@@ -29,7 +29,7 @@ and for word-level QE also::
 Raw text (a trained model's inputs, :class:`TaggingCodec`): one sentence per line, words
 separated by spaces; its batch is the same layout with the padding tag 0 as every tag.
 
-Bounded cost (:mod:`datamodules.limits`): every sentence read, from a file, the hub or raw text,
+Bounded cost (:mod:`.limits`): every sentence read, from a file, the hub or raw text,
 holds at most ``max_tokens`` words (for word-level QE: MT words and source words), refused with
 its ``file:line`` or, with ``length_policy="truncate"``, cut (:func:`bounded_sentence`).
 """
@@ -86,7 +86,7 @@ class TaggedSentence:
 def bounded_sentence(sentence: TaggedSentence, limit: LengthLimit | None,
                      source: str | os.PathLike | None = None, line: int | None = None
                      ) -> TaggedSentence:
-    """``sentence`` within ``limit`` (:meth:`~datamodules.limits.LengthLimit.cut`: words and
+    """``sentence`` within ``limit`` (:meth:`~.limits.LengthLimit.cut`: words and
     tags, and a QE sentence's source words; alignment pairs beyond a cut are dropped);
     ``sentence`` itself when ``limit`` is None or it fits. Errors name ``source:line``."""
     if limit is None:
@@ -287,7 +287,7 @@ class TaggingCodec(BoundedCodec):
     cut (:func:`bounded_sentence`).
 
     Attributes: ``encoder`` (the :class:`SentenceEncoder` of the vocabularies) and ``limit``
-    (the DataModule's :class:`~datamodules.limits.LengthLimit`; default ``MAX_TOKENS`` words,
+    (the DataModule's :class:`~.limits.LengthLimit`; default ``MAX_TOKENS`` words,
     refused), kept in :meth:`state`.
     """
 
@@ -369,9 +369,9 @@ class TaggingDataModule(SplitDataModule):
 
     Args:
         data_dir: the folder of the dataset's files. If None and ``hub_name`` is None, the
-            dataset's default folder under :func:`~datamodules.files.data_root`.
+            dataset's default folder under :func:`~.files.data_root`.
         hub_name, hub_config: a Hugging Face dataset (or a local folder laid out like its
-            parquet export), used only when ``data_dir`` is None; :mod:`datamodules.hub` lists
+            parquet export), used only when ``data_dir`` is None; :mod:`.hub` lists
             the names that load with ``datasets`` >= 4. Offline (``HF_HUB_OFFLINE``/
             ``HF_DATASETS_OFFLINE``, or no network) this fails fast with
             :class:`HubUnavailableError` unless the dataset is in the local cache; a
@@ -380,7 +380,7 @@ class TaggingDataModule(SplitDataModule):
         bucket_batches: training batches sorted by length together (1 = no bucketing);
             evaluation batches are drawn from the whole split sorted by length.
         num_workers, pin_memory: DataLoader workers and pinned memory (None: by device,
-            :meth:`~datamodules.splits.SplitDataModule.loader_options`).
+            :meth:`~.splits.SplitDataModule.loader_options`).
         min_count: words and affixes seen fewer times in (kept) training sentences map to
             ``<unk>``.
         max_train_length: training sentences with more words are dropped (from training only;
@@ -388,13 +388,13 @@ class TaggingDataModule(SplitDataModule):
         seed: base seed of the training batch order.
         pretrained_vectors: a text file of word vectors (GloVe, word2vec text, Polyglot dumped
             as text; ``.gz`` or not) to start the tagger's word embeddings from; read by
-            :meth:`setup` (:func:`~datamodules.vectors.load_pretrained_vectors`).
+            :meth:`setup` (:func:`~.vectors.load_pretrained_vectors`).
         vector_dim: the size of those vectors; the tagger's ``word_dim`` must be the same
             (paper: 64, the Polyglot and Lample et al. vectors; 300 for GloVe-840B).
         max_tokens, length_policy: the most words a sentence of any split (and of the raw
             input of the trained model) may hold, and ``"error"`` (a longer one is refused,
             naming its ``file:line``) or ``"truncate"`` (its first ``max_tokens`` words are
-            kept, with a warning counting the sentences cut); see :mod:`datamodules.limits`.
+            kept, with a warning counting the sentences cut); see :mod:`.limits`.
             Applied as the files are read, before ``max_train_length``.
 
     After :meth:`setup`: ``vocab``, ``affix_vocab``, ``tag_vocab`` (:class:`Vocabulary`),

@@ -1,8 +1,8 @@
 """Parallel corpora for the encoder-decoder (Malaviya et al. 2018): reading line-aligned files,
 length filtering of the training pairs, GUIDED fertilities, length-bucketed batches and
 detokenized output for evaluation. The tokenization and the joint BPE model (trained once per
-corpus and cached) are :mod:`datamodules.subwords`; eflomal's links and their cache
-:mod:`datamodules.alignment`.
+corpus and cached) are :mod:`.subwords`; eflomal's links and their cache
+:mod:`.alignment`.
 
 Files: ``{prefix}.{lang}`` or ``{prefix}.{lang}.gz`` per split, line-aligned (line i of the
 source file translates line i of the target file), e.g. Multi30k's ``train.de.gz`` /
@@ -27,14 +27,14 @@ subword type the most target subwords one of its tokens was linked to (at least 
 fertility predictor on :meth:`TranslationDataModule.fertility_training_data` (the training
 sources and their links), caches it at :meth:`TranslationDataModule.derived_file` and gives its
 predictions back with :meth:`TranslationDataModule.set_fertilities` (``TranslationTask`` does
-this in its ``prepare_data`` and ``setup`` hooks; see :mod:`lit_structattn.fertility_training`);
+this in its ``prepare_data`` and ``setup`` hooks; see :mod:`lit_structattn.prepare.fertility`);
 until then the loaders refuse to serve batches. With ``constant`` there is no ``fertility``
 key: the model applies its constant. The links and the predictor are keyed by what they are
 computed from, the BPE model and a digest of the filtered training split
 (:meth:`TranslationDataModule.derived_file`); those cached under the older names
 (``<bpe model>.max<L>.<kind>``) are not read: they are computed again under the new names.
 
-Bounded cost (:mod:`datamodules.limits`): the training split is filtered by ``max_length`` /
+Bounded cost (:mod:`.limits`): the training split is filtered by ``max_length`` /
 ``max_source_length`` (the paper's filtering, unchanged); a validation or test pair, or a raw
 source sentence given to a trained model, whose source or target has more than ``max_tokens``
 units (subwords, or characters) is refused naming its ``file:line``, or with
@@ -178,9 +178,9 @@ class TranslationCodec(BoundedCodec):
         sink: whether every source ends with ``<sink>``.
         fertility_strategy: ``constant``, ``guided`` or ``predicted``.
         fertility_table: GUIDED: the fertility of every source subword seen in training
-            (:func:`~datamodules.fertility.guided_fertility_table`); unseen ones get 1.
+            (:func:`~.fertility.guided_fertility_table`); unseen ones get 1.
         predictor: PREDICTED: the fertility predictor as plain values (``sizes`` and
-            ``weights``, :func:`lit_structattn.fertility_training.predictor_state`). The data
+            ``weights``, :func:`lit_structattn.prepare.fertility.predictor_state`). The data
             runs no model: the task rebuilds it and adds the ``fertility`` of raw batches
             (:meth:`~lit_structattn.tasks.TranslationTask.with_fertility`).
         limit: the most source units of a sentence (default :data:`MAX_TOKENS`, refused),
@@ -262,7 +262,7 @@ class TranslationDataModule(SplitDataModule):
             ``hub_name`` is given).
         hub_name, hub_config: a Hugging Face translation dataset (e.g. ``"IWSLT/iwslt2017"``,
             ``"iwslt2017-de-en"``, read from its parquet export: the old name ``iwslt2017`` is
-            a loading script, refused by ``datasets`` >= 4; see :mod:`datamodules.hub`); rows
+            a loading script, refused by ``datasets`` >= 4; see :mod:`.hub`); rows
             with a ``translation`` dict or one column per language; splits train / validation
             / test. Used only when ``data_dir`` is None.
         src_lang, tgt_lang: the translation direction (file suffixes and Moses languages).
@@ -284,11 +284,11 @@ class TranslationDataModule(SplitDataModule):
             together.
         eval_batch_size: sentences per validation / test batch (default ``batch_size``; larger
             batches decode faster).
-        cache_dir: where the BPE model is kept (default :func:`~datamodules.files.cache_root`,
+        cache_dir: where the BPE model is kept (default :func:`~.files.cache_root`,
             ``$STRUCTATTN_CACHE`` or ``~/.cache/structattn``); it is trained
             once per corpus, size and direction, keyed by a hash of the training files.
         num_workers, pin_memory: DataLoader workers and pinned memory (None: by device,
-            :meth:`~datamodules.splits.SplitDataModule.loader_options`).
+            :meth:`~.splits.SplitDataModule.loader_options`).
         seed: base seed of the training batch order.
         max_tokens, length_policy: the most units of a source or target of the validation and
             test splits and of a raw source sentence, and ``"error"`` (refused, naming
@@ -531,7 +531,7 @@ class TranslationDataModule(SplitDataModule):
         """Give the ``predicted`` fertilities: per split, one value per source subword of every
         pair (dataset order, as :meth:`source_ids`); the sink gets the placeholder 1.0.
         ``predictor``: the model that predicted them as plain values
-        (:func:`lit_structattn.fertility_training.predictor_state`), which :meth:`text_codec`
+        (:func:`lit_structattn.prepare.fertility.predictor_state`), which :meth:`text_codec`
         needs.
 
         Raises:
@@ -555,13 +555,13 @@ class TranslationDataModule(SplitDataModule):
         self._fertilities_given = True
 
     def _loader(self, split: str, shuffle: bool = False) -> DataLoader:
-        """The split's batches (see :class:`~datamodules.splits.SplitDataModule`); refused
+        """The split's batches (see :class:`~.splits.SplitDataModule`); refused
         (``RuntimeError``) while predicted fertilities are awaited."""
         if self.awaits_fertilities:
             raise RuntimeError(
                 "fertility_strategy='predicted': the fertilities are not given yet; "
                 "TranslationTask gives them in its setup (or call "
-                "lit_structattn.fertility_training.give_predicted_fertilities(data, epochs))")
+                "lit_structattn.prepare.fertility.give_predicted_fertilities(data, epochs))")
         return super()._loader(split, shuffle)
 
     def references(self, split: str) -> list[str]:

@@ -35,7 +35,7 @@ Sources are the prefix tokens and targets the infix tokens, both over one shared
 (:func:`formula_vocabulary`). Sources carry **no** root symbol ``$``: the models prepend a
 learned root vector themselves.
 
-Bounded cost (:mod:`datamodules.limits`): a formula holds at most ``max_tokens`` prefix symbols
+Bounded cost (:mod:`.limits`): a formula holds at most ``max_tokens`` prefix symbols
 (default 400; the longest generated with the defaults, seeds 0-4, has 264), in the generated
 splits (a longer one stops setup: lower ``eval_depths`` or raise the limit) and in the raw input
 of a trained model (refused naming ``<source>:<line>``; a formula is never cut).

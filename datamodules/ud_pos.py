@@ -27,13 +27,13 @@ ID, FORM, UPOS, HEAD = 0, 1, 3, 6
 def read_conllu(path: str | os.PathLike, encoding: str = "utf-8",
                 limit: LengthLimit | None = None) -> list[TaggedSentence]:
     """The ``(FORM, UPOS)`` sentences of a CoNLL-U file (plain or ``.gz``), each within
-    ``limit`` (:func:`~datamodules.tagging.bounded_sentence`; None: unbounded).
+    ``limit`` (:func:`~.tagging.bounded_sentence`; None: unbounded).
 
-    Raises :class:`~datamodules.files.MalformedLine` (naming ``file:line``) for a line with a
+    Raises :class:`~.files.MalformedLine` (naming ``file:line``) for a line with a
     number of tab-separated columns other than 10, an ID that is not an integer, a range
     ``a-b`` or a decimal ``a.b``, an integer ID out of sequence, an empty FORM/UPOS, a byte
     not valid in ``encoding``, or a sentence longer than ``limit`` (its first word's line);
-    :class:`~datamodules.files.EmptyDataFile` for a file without sentences.
+    :class:`~.files.EmptyDataFile` for a file without sentences.
     """
     sentences = [bounded_sentence(TaggedSentence(words, tags), limit, path, line)
                  for words, tags, _, line in _iter_conllu(Path(path), encoding)]
@@ -53,7 +53,7 @@ class DependencyTree:
 
 def read_conllu_trees(path: str | os.PathLike, encoding: str = "utf-8") -> list[DependencyTree]:
     """The ``(FORM, HEAD)`` sentences of a CoNLL-U file (plain or ``.gz``), with the checks of
-    :func:`read_conllu` and also :class:`~datamodules.files.MalformedLine` for a HEAD that is not
+    :func:`read_conllu` and also :class:`~.files.MalformedLine` for a HEAD that is not
     an integer in ``[0, sentence length]`` or that points at the word itself."""
     trees = [DependencyTree(words, heads)
              for words, _, heads, _ in _iter_conllu(Path(path), encoding)]
@@ -124,18 +124,18 @@ def _is_empty_node(word_id: str) -> bool:
 
 class UDPOSDataModule(TaggingDataModule):
     """UPOS tagging on a Universal Dependencies treebank (default: English-EWT, whose folder
-    under :func:`~datamodules.files.data_root` is ``ud_english_ewt``).
+    under :func:`~.files.data_root` is ``ud_english_ewt``).
 
     Args:
         train_file, val_file, test_file: CoNLL-U file names in ``data_dir`` (plain or ``.gz``).
         encoding: of the files (CoNLL-U is UTF-8, the default); strict, see
-            :func:`~datamodules.files.open_text`.
+            :func:`~.files.open_text`.
         hub_name, hub_config: ``"universal-dependencies/universal_dependencies"``,
             ``"en_ewt"`` (any treebank config), read from its parquet export (the old name
             ``universal_dependencies`` is a loading script, refused by ``datasets`` >= 4; see
-            :mod:`datamodules.hub`); columns ``tokens`` and ``upos`` (ClassLabel ids or
+            :mod:`.hub`); columns ``tokens`` and ``upos`` (ClassLabel ids or
             strings). Used only when ``data_dir`` is None.
-        Others: see :class:`~datamodules.tagging.TaggingDataModule`.
+        Others: see :class:`~.tagging.TaggingDataModule`.
 
     Batches: ``words [B, T]``, ``prefixes [B, T, 4]``, ``suffixes [B, T, 4]``, ``tags [B, T]``
     (UPOS ids, 0 = padding), ``lengths [B]``, ``index [B]``.

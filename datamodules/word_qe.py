@@ -48,15 +48,15 @@ EXTENSIONS = ("src", "mt", "tags", "align")
 def read_word_qe(prefix: str | os.PathLike, encoding: str = "utf-8",
                  limit: LengthLimit | None = None) -> list[TaggedSentence]:
     """The sentences of one split from ``{prefix}.src/.mt/.tags/.align``, each within
-    ``limit`` (MT and source words, :func:`~datamodules.tagging.bounded_sentence`; None:
+    ``limit`` (MT and source words, :func:`~.tagging.bounded_sentence`; None:
     unbounded).
 
-    Raises :class:`~datamodules.files.MalformedLine` (naming ``file:line``) if the files have
+    Raises :class:`~.files.MalformedLine` (naming ``file:line``) if the files have
     different numbers of lines, a sentence is empty, the tag count differs from the MT word count,
     a tag is not OK/BAD, or an alignment pair is not ``i-j`` with ``i`` < source length and
     ``j`` < MT length, a byte is not valid in ``encoding``, or a sentence is longer than
     ``limit`` (named in the ``.mt`` file);
-    :class:`~datamodules.files.EmptyDataFile` (naming the ``.mt`` file) for a split without
+    :class:`~.files.EmptyDataFile` (naming the ``.mt`` file) for a split without
     sentences.
     """
     prefix = Path(prefix)
@@ -129,7 +129,7 @@ def checked_alignment(pairs: Iterable[tuple[int, int]], source_length: int, mt_l
 
 class QECodec(TaggingCodec):
     """Raw word-level QE examples for a trained QE tagger: the tagger's codec
-    (:class:`~datamodules.tagging.TaggingCodec`) with the source vocabulary. An example is an
+    (:class:`~.tagging.TaggingCodec`) with the source vocabulary. An example is an
     MT sentence (the words tagged OK/BAD), its source sentence and their alignment; the batch
     adds ``aligned [B, T, A]``, ``source [B, S]`` and ``source_lengths [B]`` as the
     DataModule's do. Blank lines are skipped."""
@@ -177,17 +177,17 @@ class WordQEDataModule(TaggingDataModule):
 
     Args:
         data_dir: the folder of ``{prefix}.{src,mt,tags,align}`` (default: the shared
-            ``wmt_qe_word_en_de_sample`` folder under :func:`~datamodules.files.data_root`).
+            ``wmt_qe_word_en_de_sample`` folder under :func:`~.files.data_root`).
         train_prefix, val_prefix, test_prefix: file-name stems of the splits. A test split
             without a ``.tags`` file is replaced by the validation split (with a warning).
-        encoding: of the files (default UTF-8; strict, see :func:`~datamodules.files.open_text`).
+        encoding: of the files (default UTF-8; strict, see :func:`~.files.open_text`).
         hub_name, hub_config: ``"wmt/wmt20_mlqe_task2"``, ``"en-de"``, read from its parquet
             export (its ``main`` is a loading script, refused by ``datasets`` >= 4; see
-            :mod:`datamodules.hub`); columns ``translation`` {src, tgt}, ``mt_tags``
+            :mod:`.hub`); columns ``translation`` {src, tgt}, ``mt_tags``
             (ClassLabel ``BAD``/``OK``, with or without gap tags), ``alignments``. Used only
             when ``data_dir`` is None.
         max_train_length: counts MT words.
-        Others: see :class:`~datamodules.tagging.TaggingDataModule`. The BAD weight of the loss
+        Others: see :class:`~.tagging.TaggingDataModule`. The BAD weight of the loss
         is the task's (``tag_weights`` of :class:`~lit_structattn.tasks.TaggingTask`), not the
         data's.
 
@@ -283,5 +283,5 @@ class WordQEDataModule(TaggingDataModule):
     @property
     def source_vocab_size(self) -> int:
         """The size of ``source_vocab``: the tagger's aligned-source-word embeddings (linked by
-        the CLI like the sizes of :class:`~datamodules.tagging.TaggingDataModule`)."""
+        the CLI like the sizes of :class:`~.tagging.TaggingDataModule`)."""
         return len(self.set_up().source_vocab)

@@ -2,7 +2,7 @@
 
 Each case is a tiny run through the stable user-facing surface only: a ``structattn`` config stack
 of ``configs/`` plus command-line overrides, built in process with
-``lit_structattn.lightning_cli.build_cli``,
+``lit_structattn.run.lightning_cli.build_cli``,
 fitted in float64 for 20 training steps at seed 0 on one thread, then validated once. What is
 recorded: the loss of each training step and the validation metrics. ``tests/test_golden.py``
 checks that the same values come out (relative 1e-6).
@@ -153,8 +153,9 @@ def write_conll_en(folder: Path) -> None:
 # The cases.
 
 def monotone_links(pairs, iterations=None) -> list[set[tuple[int, int]]]:
-    """A deterministic stand-in for eflomal (``datamodules.alignment.align``'s signature): source
-    token ``i`` of ``n`` is linked to target token ``round(i * (m - 1) / (n - 1))`` of ``m``.
+    """A deterministic stand-in for eflomal (``lit_structattn.datamodules.alignment.align``'s
+    signature): source token ``i`` of ``n`` is linked to target token
+    ``round(i * (m - 1) / (n - 1))`` of ``m``.
 
     eflomal seeds its sampler from /dev/urandom and has no seed option, so its links (and with
     them the PREDICTED fertilities) change from one cold-cache run to the next; the golden case
@@ -218,7 +219,7 @@ CASES: dict[str, Case] = {
     "translation_csparsemax_predicted": Case(
         ("translation/base.yaml", "translation/rows/csparsemax_predicted.yaml"),
         _TRANSLATION_TINY, write_translation,
-        patches=(("datamodules.alignment.align", monotone_links),)),
+        patches=(("lit_structattn.datamodules.alignment.align", monotone_links),)),
     "translation_beam_joint": Case(
         ("translation/base.yaml", "translation/rows/beam_joint.yaml"),
         (*_TRANSLATION_TINY, "--model.init_args.model.init_args.joint_k", "3"),
@@ -286,7 +287,7 @@ def run_case(name: str) -> dict:
     {key: value}}`` (the validation metrics, as ``trainer.validate`` returns them)."""
     import warnings
 
-    from lit_structattn.lightning_cli import build_cli
+    from lit_structattn.run.lightning_cli import build_cli
 
     case = CASES[name]
     with one_thread(), tempfile.TemporaryDirectory(prefix=f"golden-{name}-") as tmp:

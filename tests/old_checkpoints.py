@@ -72,7 +72,7 @@ def records_path(name: str) -> Path:
 def fit_and_save(name: str, checkpoint: Path) -> None:
     """Fit case ``name`` for :data:`STEPS` steps (its golden configuration) and save its
     checkpoint, weights and hyper-parameters only, to ``checkpoint``."""
-    from lit_structattn.lightning_cli import build_cli
+    from lit_structattn.run.lightning_cli import build_cli
 
     case = case_of(name)
     with one_thread(), tempfile.TemporaryDirectory(prefix=f"old-{name}-") as tmp:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lit_structattn import cli
+from lit_structattn.cli import command as cli
 from tests.test_seq2seq_cli import ROOT, structattn
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from datamodules.alignment import align
+from lit_structattn.datamodules.alignment import align
 
 
 def test_links_recover_a_known_lexicon_under_reordering():

@@ -6,7 +6,7 @@ import sys
 import pytest
 import torch
 
-from lit_structattn.allocator import steady_allocator, steady_allocator_wanted
+from lit_structattn.run.allocator import steady_allocator, steady_allocator_wanted
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc mallopt only")

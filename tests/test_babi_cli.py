@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from lit_structattn.lightning_cli import build_cli
+from lit_structattn.run.lightning_cli import build_cli
 from tests.test_babi_data import STORY, write_task
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs" / "babi"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from datamodules.babi import BabiDataModule, read_babi
-from datamodules.files import MalformedLine, data_root
+from lit_structattn.datamodules.babi import BabiDataModule, read_babi
+from lit_structattn.datamodules.files import MalformedLine, data_root
 
 STORY = """1 Mary moved to the bathroom.
 2 John went to the hallway.

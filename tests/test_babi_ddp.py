@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from datamodules.files import data_root
-from lit_structattn.lightning_cli import build_cli
+from lit_structattn.datamodules.files import data_root
+from lit_structattn.run.lightning_cli import build_cli
 from tests.logged_metrics import logged
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs" / "babi"

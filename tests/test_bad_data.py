@@ -13,9 +13,9 @@ import pickle
 
 import pytest
 
-from datamodules.babi import BabiDataModule, read_babi
-from datamodules.conll_ner import CoNLLNERDataModule, read_conll_ner
-from datamodules.files import (
+from lit_structattn.datamodules.babi import BabiDataModule, read_babi
+from lit_structattn.datamodules.conll_ner import CoNLLNERDataModule, read_conll_ner
+from lit_structattn.datamodules.files import (
     EmptyDataFile,
     MalformedLine,
     check_encoding,
@@ -23,11 +23,11 @@ from datamodules.files import (
     open_text,
     require_records,
 )
-from datamodules.morphology import read_inflections
-from datamodules.nli import read_sick, read_snli
-from datamodules.translation import read_parallel
-from datamodules.ud_pos import UDPOSDataModule, read_conllu, read_conllu_trees
-from datamodules.word_qe import read_word_qe
+from lit_structattn.datamodules.morphology import read_inflections
+from lit_structattn.datamodules.nli import read_sick, read_snli
+from lit_structattn.datamodules.translation import read_parallel
+from lit_structattn.datamodules.ud_pos import UDPOSDataModule, read_conllu, read_conllu_trees
+from lit_structattn.datamodules.word_qe import read_word_qe
 from lit_structattn.models.seq2seq import Seq2Seq
 
 NER_LINES = "EU NNP I-NP I-ORG\nrejects VBZ I-VP O\n\nMálaga NNP I-NP I-LOC\n"

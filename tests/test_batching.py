@@ -10,7 +10,7 @@ from lightning.fabric.utilities.data import _replace_dunder_methods
 from lightning.pytorch.utilities.data import _update_dataloader
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
 
-from datamodules.batching import BucketBatchSampler, EpochShuffle, bucketed_loader
+from lit_structattn.datamodules.batching import BucketBatchSampler, EpochShuffle, bucketed_loader
 
 _RNG = random.Random(0)
 LENGTHS = [_RNG.randint(1, 60) for _ in range(203)]
@@ -95,8 +95,8 @@ def test_loader_options_follow_the_device_unless_set():
 
     from lightning.pytorch.accelerators import CPUAccelerator, CUDAAccelerator
 
-    from datamodules.splits import check_loader_options
-    from datamodules.tree_transduction import TreeTransductionDataModule
+    from lit_structattn.datamodules.splits import check_loader_options
+    from lit_structattn.datamodules.tree_transduction import TreeTransductionDataModule
 
     data = TreeTransductionDataModule(train_per_depth=2, eval_per_depth=2)
     assert data.loader_options() == {"num_workers": 0, "pin_memory": False,

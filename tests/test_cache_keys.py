@@ -14,17 +14,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from datamodules.alignment import cached_links
-from datamodules.files import MalformedLine
-from datamodules.translation import TranslationDataModule
-from lit_structattn import parser_training
-from lit_structattn.fertility_training import (
+from lit_structattn.datamodules.alignment import cached_links
+from lit_structattn.datamodules.files import MalformedLine
+from lit_structattn.datamodules.translation import TranslationDataModule
+from lit_structattn.prepare import parser as parser_training
+from lit_structattn.prepare.fertility import (
     give_predicted_fertilities,
     load_fertility_predictor,
     predictor_file,
     predictor_key,
 )
-from lit_structattn.parser_training import (
+from lit_structattn.prepare.parser import (
     EWT_FILES,
     build_parser,
     cached_parser,
@@ -61,8 +61,8 @@ def write_treebank(root: Path, verb: str = "sees") -> Path:
 
 def cache_parser(record: dict, settings: dict) -> Path:
     """Store ``record`` (``state_dict``, ``vocab``, ``uas``) as the cached parser of
-    ``settings`` (:func:`~lit_structattn.parser_training.parser_settings`), as
-    :func:`~lit_structattn.parser_training.prepare_parser` would; returns its file."""
+    ``settings`` (:func:`~lit_structattn.prepare.parser.parser_settings`), as
+    :func:`~lit_structattn.prepare.parser.prepare_parser` would; returns its file."""
     path = parser_path(settings)
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save({**record, "key": settings}, path)
@@ -149,7 +149,7 @@ def test_a_parser_cache_that_holds_code_is_refused_and_runs_nothing(treebank, tm
 
 def test_fit_with_a_parser_cache_that_holds_code_exits_2_with_one_line(treebank, tmp_path,
                                                                        capsys):
-    from lit_structattn import cli
+    from lit_structattn.cli import command as cli
     from tests.test_nli_cli import tiny
 
     marker = tmp_path / "marker"
@@ -261,7 +261,7 @@ def test_guided_links_are_aligned_again_for_another_max_source_length(tmp_path):
 def test_the_predictor_cache_is_keyed_and_read_as_data(tmp_path, monkeypatch):
     """The predictor's file follows the epochs and the split; a file with another key, or one
     that holds code, is refused (and the code does not run)."""
-    monkeypatch.setattr("lit_structattn.fertility_training.fit_fertility_predictor",
+    monkeypatch.setattr("lit_structattn.prepare.fertility.fit_fertility_predictor",
                         lambda *args, **kwargs: pytest.fail("a refused cache must not retrain"))
     corpus, cache = tmp_path / "corpus", tmp_path / "cache"
     write_corpus(corpus, (60, 5, 5))

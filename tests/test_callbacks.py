@@ -14,9 +14,9 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 from torch.utils.data import DataLoader
 
-from datamodules.batching import EncodedItems, pad_rows
-from lit_structattn.callbacks import AttentionFigures, HparamsMetric, median_examples
-from lit_structattn.figures import AttentionMap, plot_figure, plot_parse, plot_raindrop
+from lit_structattn.datamodules.batching import EncodedItems, pad_rows
+from lit_structattn.figures.callbacks import AttentionFigures, HparamsMetric, median_examples
+from lit_structattn.figures.plots import AttentionMap, plot_figure, plot_parse, plot_raindrop
 
 LENGTHS = [1, 9, 2, 7, 3, 5, 1, 4, 6, 2, 8]  # the median, 4, at index 7
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from lit_structattn import cli
-from lit_structattn.checkpoints import UnreadableCheckpoint, UnsafeCheckpoint, read_checkpoint
-from lit_structattn.lightning_cli import build_cli
+from lit_structattn.cli import command as cli
+from lit_structattn.run.checkpoints import UnreadableCheckpoint, UnsafeCheckpoint, read_checkpoint
+from lit_structattn.run.lightning_cli import build_cli
 from lit_structattn.tasks import load_task
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,6 +1,6 @@
 """DDP counts every evaluation example once: validating (or testing) one checkpoint on an
 odd-sized split with 1 and with 2 CPU (gloo) processes logs the same metrics (the padded
-DistributedSampler would evaluate one example twice; :class:`~datamodules.batching.
+DistributedSampler would evaluate one example twice; :class:`~lit_structattn.datamodules.batching.
 EvaluationShard`), the loss included (a torchmetrics mean weighted by what the loss averages:
 examples, or the target tokens of an encoder-decoder; ``Task.log_validation_loss``), one test
 per task family (QA's: ``tests/test_babi_ddp.py``). On a machine with GPUs, the same over all of
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from lit_structattn.lightning_cli import build_cli
+from lit_structattn.run.lightning_cli import build_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "configs"

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from lit_structattn import cli, experiments
+from lit_structattn.cli import command as cli
+from lit_structattn.cli import experiments
 from lit_structattn.reproduce.tables import CONFIGS, TABLES
 
 
@@ -66,7 +67,7 @@ def test_fit_an_experiment_from_an_empty_folder(tmp_path, monkeypatch):
 
 
 def test_data_is_found_beside_a_checkout_or_in_the_user_cache(tmp_path, monkeypatch):
-    from datamodules import files
+    from lit_structattn.datamodules import files
 
     monkeypatch.delenv("STRUCTATTN_DATA", raising=False)
     monkeypatch.setenv("STRUCTATTN_CACHE", str(tmp_path / "cache"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from datamodules.fertility import (
+from lit_structattn.datamodules.fertility import (
     constant_fertilities,
     guided_fertility_table,
     lookup_fertilities,

@@ -7,17 +7,17 @@ from __future__ import annotations
 import pytest
 import torch
 
-from datamodules.translation import TranslationDataModule
-from lit_structattn.fertility_training import (
-    give_predicted_fertilities,
-    predictor_file,
-    train_fertility_predictor,
-)
+from lit_structattn.datamodules.translation import TranslationDataModule
 from lit_structattn.models.fertility import (
     FertilityPredictor,
     fertility_targets,
     fit_fertility_predictor,
     predict_fertilities,
+)
+from lit_structattn.prepare.fertility import (
+    give_predicted_fertilities,
+    predictor_file,
+    train_fertility_predictor,
 )
 
 from .translation_corpus import write_corpus
@@ -110,7 +110,7 @@ def test_the_application_trains_the_predictor_once_and_gives_its_fertilities(
     def trains(*args, **kwargs):
         raise AssertionError("the cached predictor must be read")
 
-    monkeypatch.setattr("lit_structattn.fertility_training.fit_fertility_predictor", trains)
+    monkeypatch.setattr("lit_structattn.prepare.fertility.fit_fertility_predictor", trains)
     rank = data()
     state = torch.get_rng_state()
     give_predicted_fertilities(rank, epochs=1)

@@ -12,17 +12,17 @@ import pytest
 datasets = pytest.importorskip("datasets")
 from datasets import ClassLabel, Dataset, Features, Sequence, Translation, Value  # noqa: E402
 
-from datamodules import hub  # noqa: E402
-from datamodules.conll_ner import CoNLLNERDataModule  # noqa: E402
-from datamodules.hub import (  # noqa: E402
+from lit_structattn.datamodules import hub  # noqa: E402
+from lit_structattn.datamodules.conll_ner import CoNLLNERDataModule  # noqa: E402
+from lit_structattn.datamodules.hub import (  # noqa: E402
     PARQUET_EXPORT,
     HubUnavailableError,
     ScriptDatasetError,
     UnknownHubDatasetError,
     load_hub_dataset,
 )
-from datamodules.ud_pos import UDPOSDataModule  # noqa: E402
-from datamodules.word_qe import WordQEDataModule  # noqa: E402
+from lit_structattn.datamodules.ud_pos import UDPOSDataModule  # noqa: E402
+from lit_structattn.datamodules.word_qe import WordQEDataModule  # noqa: E402
 
 HUB_SPLITS = ("train", "validation", "test")
 NER_TAGS = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]
@@ -150,7 +150,7 @@ def test_word_qe_hub_branch(monkeypatch, tmp_path, mode):
 def test_translation_hub_branch(monkeypatch, tmp_path, mode):
     pytest.importorskip("sentencepiece")
     pytest.importorskip("sacremoses")
-    from datamodules.translation import TranslationDataModule
+    from lit_structattn.datamodules.translation import TranslationDataModule
 
     features = Features({"translation": Translation(languages=["de", "en"])})
     rows = [{"translation": {"de": f"Der Hund {i} läuft.", "en": f"The dog {i} runs."}}

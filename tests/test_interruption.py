@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from lit_structattn.checkpoints import AtomicCheckpointIO, resolve_checkpoint
-from lit_structattn.interruption import FitInterrupted
+from lit_structattn.run.checkpoints import AtomicCheckpointIO, resolve_checkpoint
+from lit_structattn.run.interruption import FitInterrupted
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "configs" / "tree_transduction"

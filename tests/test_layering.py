@@ -11,8 +11,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: What each floor may import from the project (besides itself).
+LIBRARY = {"lit_structattn.common", "lit_structattn.attention", "lit_structattn.structured",
+           "lit_structattn.layers", "lit_structattn.models"}
+APPLICATION_GROUND = {"lit_structattn.common", "lit_structattn.datamodules"}
+
+#: What each floor may import from the project (besides itself): the library's floors, then the
+#: application's (DESIGN.md, Layers). Every module of the package is on one of them.
 ALLOWED = {
+    "lit_structattn": {"lit_structattn.common"},  # the package's __init__
     "lit_structattn.common": set(),
     "lit_structattn.attention": {"lit_structattn.common"},
     "lit_structattn.structured": {"lit_structattn.common"},
@@ -20,12 +26,29 @@ ALLOWED = {
                               "lit_structattn.structured"},
     "lit_structattn.models": {"lit_structattn.common", "lit_structattn.attention",
                               "lit_structattn.structured", "lit_structattn.layers"},
-    "datamodules": {"lit_structattn.common"},
+    # the application: data, metrics, figures and what every Trainer gets on the ground ...
+    "lit_structattn.datamodules": {"lit_structattn.common"},
+    "lit_structattn.metrics": APPLICATION_GROUND,
+    "lit_structattn.figures": {"lit_structattn.common"},
+    "lit_structattn.run": APPLICATION_GROUND,
+    # ... side models above the models, tasks above them, the runner and the command on top
+    "lit_structattn.prepare": LIBRARY | APPLICATION_GROUND | {"lit_structattn.run"},
+    "lit_structattn.tasks": LIBRARY | APPLICATION_GROUND | {
+        "lit_structattn.metrics", "lit_structattn.figures", "lit_structattn.run",
+        "lit_structattn.prepare"},
+    "lit_structattn.reproduce": {"lit_structattn.common", "lit_structattn.run"},
+    "lit_structattn.cli": {"lit_structattn.common", "lit_structattn.datamodules",
+                           "lit_structattn.run", "lit_structattn.tasks",
+                           "lit_structattn.reproduce"},
 }
-PROJECT = ("lit_structattn", "datamodules")
+PROJECT = ("lit_structattn",)
+#: the repository's datamodules/ is the package lit_structattn.datamodules (a link in the package)
+DATAMODULES = ROOT / "datamodules"
 
 
 def module_name(path: Path) -> str:
+    if path.is_relative_to(DATAMODULES):
+        path = ROOT / "lit_structattn" / path.relative_to(ROOT)
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
@@ -58,7 +81,7 @@ def imports_in(source: str, package: str) -> set[str]:
 
 
 def project_modules() -> dict[str, Path]:
-    files = [*(ROOT / "lit_structattn").rglob("*.py"), *(ROOT / "datamodules").rglob("*.py")]
+    files = [*(ROOT / "lit_structattn").rglob("*.py"), *DATAMODULES.rglob("*.py")]
     return {module_name(path): path for path in files}
 
 
@@ -66,11 +89,18 @@ MODULES = project_modules()
 
 
 def floor_of(module: str) -> str | None:
-    return next((floor for floor in ALLOWED if module == floor or module.startswith(floor + ".")),
-                None)
+    """The floor of ``module``: the longest floor name it is or lies under."""
+    floors = [floor for floor in ALLOWED if module == floor or module.startswith(floor + ".")]
+    return max(floors, key=len, default=None)
 
 
-@pytest.mark.parametrize("module", sorted(m for m in MODULES if floor_of(m)))
+def test_every_module_is_on_a_floor():
+    assert len(MODULES) > 100
+    assert not sorted(m for m in MODULES if floor_of(m) in (None, "lit_structattn")
+                      and m != "lit_structattn")
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
 def test_imports_only_lower_floors(module):
     floor = floor_of(module)
     wrong = sorted(
@@ -113,4 +143,6 @@ def test_the_checker_resolves_relative_imports():
     found = imports_in(source, "lit_structattn.models")
     assert {"lit_structattn.tasks", "lit_structattn.tasks.base",
             "lit_structattn.models.pooling"} <= found
-    assert floor_of("lit_structattn.tasks") is None  # the application: not a floor below models
+    assert floor_of("lit_structattn.tasks") == "lit_structattn.tasks"
+    assert "lit_structattn.tasks" not in ALLOWED[floor_of("lit_structattn.models.pooling")]
+    assert floor_of("lit_structattn.datamodules.babi") == "lit_structattn.datamodules"

@@ -14,20 +14,20 @@ import json
 
 import pytest
 
-from datamodules.babi import BabiDataModule
-from datamodules.conll_ner import CoNLLNERDataModule
-from datamodules.files import MalformedLine
-from datamodules.limits import LengthLimit
-from datamodules.morphology import InflectionCodec, InflectionDataModule
-from datamodules.nli import LABELS, NLIDataModule, PairCodec, read_snli
-from datamodules.synthetic import NeedleDataModule
-from datamodules.tagging import MAX_TOKENS, TaggingCodec
-from datamodules.tree_transduction import TreeTransductionDataModule
-from datamodules.ud_pos import UDPOSDataModule
-from datamodules.vocabulary import Vocabulary
-from datamodules.word_qe import QECodec, WordQEDataModule
 from lit_structattn.common.codec import RawInputError, codec_record, restore_codec
 from lit_structattn.common.constants import SEQUENCE_SPECIALS
+from lit_structattn.datamodules.babi import BabiDataModule
+from lit_structattn.datamodules.conll_ner import CoNLLNERDataModule
+from lit_structattn.datamodules.files import MalformedLine
+from lit_structattn.datamodules.limits import LengthLimit
+from lit_structattn.datamodules.morphology import InflectionCodec, InflectionDataModule
+from lit_structattn.datamodules.nli import LABELS, NLIDataModule, PairCodec, read_snli
+from lit_structattn.datamodules.synthetic import NeedleDataModule
+from lit_structattn.datamodules.tagging import MAX_TOKENS, TaggingCodec
+from lit_structattn.datamodules.tree_transduction import TreeTransductionDataModule
+from lit_structattn.datamodules.ud_pos import UDPOSDataModule
+from lit_structattn.datamodules.vocabulary import Vocabulary
+from lit_structattn.datamodules.word_qe import QECodec, WordQEDataModule
 from tests.raw_prediction import refused
 from tests.test_seq2seq_cli import trained  # noqa: F401 (the fixture)
 
@@ -364,7 +364,7 @@ def _translation_corpus(tmp_path):
 
 
 def _translation(corpus, tmp_path, **kwargs):
-    from datamodules.translation import TranslationDataModule
+    from lit_structattn.datamodules.translation import TranslationDataModule
 
     return TranslationDataModule(data_dir=str(corpus), prefixes=("train", "val", "test"),
                                  bpe_size=60, batch_size=16, cache_dir=str(tmp_path / "cache"),

@@ -12,9 +12,9 @@ import lightning as L
 import pytest
 import torch
 
-from datamodules.files import data_root
-from lit_structattn.lightning_cli import build_cli
+from lit_structattn.datamodules.files import data_root
 from lit_structattn.models.seq2seq import OUTPUTS, Seq2Seq
+from lit_structattn.run.lightning_cli import build_cli
 
 from .seq2seq_training import copy_task
 from .test_babi_cli import tiny as babi_run

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from datamodules.files import MalformedLine, data_root
-from datamodules.morphology import InflectionDataModule
 from lit_structattn.common.constants import BOS_ID
+from lit_structattn.datamodules.files import MalformedLine, data_root
+from lit_structattn.datamodules.morphology import InflectionDataModule
 
 NOUNS = {"Hund": ("Hundes", "Hunde"), "Katze": ("Katze", "Katzen"), "Haus": ("Hauses", "Häuser")}
 
@@ -72,7 +72,7 @@ def test_wiktionary_split_sizes(pos, sizes):
 def test_inflection_cli_fit_and_test_with_beam_joint(tmp_path):
     """configs/morphology end to end on the generated table: exact-match accuracy logged at
     validation and test, beam-joint trained with K = 2 and decoded with K = 1."""
-    from lit_structattn.lightning_cli import build_cli
+    from lit_structattn.run.lightning_cli import build_cli
 
     write_table(tmp_path / "data")
     configs = Path(__file__).resolve().parent.parent / "configs" / "morphology"

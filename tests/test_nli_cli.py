@@ -12,12 +12,12 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from lit_structattn import parser_training
-from lit_structattn.lightning_cli import build_cli
 from lit_structattn.models.decomposable import DecomposableAttention
 from lit_structattn.models.parser import DependencyParser
-from lit_structattn.parser_training import parser_path, parser_settings
+from lit_structattn.prepare import parser as parser_training
+from lit_structattn.prepare.parser import parser_path, parser_settings
 from lit_structattn.reproduce.tables import TABLES
+from lit_structattn.run.lightning_cli import build_cli
 from lit_structattn.tasks import NLITask
 from tests.test_cache_keys import cache_parser, write_treebank
 from tests.test_nli_data import snli_folder

@@ -9,8 +9,8 @@ import json
 import pytest
 import torch
 
-from datamodules.files import MalformedLine, data_root
-from datamodules.nli import (
+from lit_structattn.datamodules.files import MalformedLine, data_root
+from lit_structattn.datamodules.nli import (
     LABELS,
     OOV_BUCKETS,
     NLIDataModule,
@@ -20,7 +20,7 @@ from datamodules.nli import (
     read_snli,
     read_vectors,
 )
-from datamodules.ud_pos import read_conllu_trees
+from lit_structattn.datamodules.ud_pos import read_conllu_trees
 
 
 def snli_line(premise: str, hypothesis: str, label: str, parse: bool = True) -> str:

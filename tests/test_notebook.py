@@ -36,7 +36,7 @@ def test_attention_gallery_runs(monkeypatch, tmp_path):
     assert not [out for out in outputs if out.output_type == "error"]
     images = [out for out in outputs if "image/png" in out.get("data", {})]
     assert images, "no cell produced a figure"
-    from datamodules.files import data_root
+    from lit_structattn.datamodules.files import data_root
 
     # the cells drawing from real data: NLI parses, the raindrop plot, translation heatmaps,
     # bAbI marginals

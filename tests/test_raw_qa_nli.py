@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from datamodules.babi import BabiDataModule, StoryCodec
-from datamodules.nli import LABELS, NLIDataModule, PairCodec
-from datamodules.synthetic import NeedleCodec, NeedleDataModule
-from datamodules.vocabulary import Vocabulary
 from lit_structattn.common.codec import RawInputError, codec_record, restore_codec
-from lit_structattn.lightning_cli import build_cli
-from lit_structattn.parser_training import parser_settings
+from lit_structattn.datamodules.babi import BabiDataModule, StoryCodec
+from lit_structattn.datamodules.nli import LABELS, NLIDataModule, PairCodec
+from lit_structattn.datamodules.synthetic import NeedleCodec, NeedleDataModule
+from lit_structattn.datamodules.vocabulary import Vocabulary
+from lit_structattn.prepare.parser import parser_settings
+from lit_structattn.run.lightning_cli import build_cli
 from lit_structattn.tasks import load_task
 from tests.raw_prediction import fresh_process, predict_raw, refused
 from tests.test_babi_cli import tiny as babi_args

@@ -325,8 +325,8 @@ def test_the_verdict_is_computed_from_every_seed():
 def test_every_row_parses_at_every_budget(monkeypatch):
     """Every row's config stack with its overrides and each budget's overlay is a valid
     ``structattn fit`` configuration (parsed, nothing built: the run itself is the slow part)."""
-    from lit_structattn import lightning_cli
     from lit_structattn.reproduce.tables import TABLES
+    from lit_structattn.run import lightning_cli
 
     monkeypatch.setattr(lightning_cli.StructAttnCLI, "instantiate_classes", lambda self: None)
     stacks = {

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lit_structattn import cli
-from lit_structattn.lightning_cli import build_cli
+from lit_structattn.cli import command as cli
 from lit_structattn.reproduce import runner
 from lit_structattn.reproduce.tables import TABLES
-from lit_structattn.run_folders import FIT_LOCK, FolderBusy, folder_lock
+from lit_structattn.run.folders import FIT_LOCK, FolderBusy, folder_lock
+from lit_structattn.run.lightning_cli import build_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 NEEDLE = ROOT / "configs" / "demo" / "needle.yaml"

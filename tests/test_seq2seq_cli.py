@@ -62,7 +62,7 @@ def test_predict_writes_jsonl(trained, tmp_path):
     last = next(trained.rglob("last.ckpt"))
     output = tmp_path / "predictions.jsonl"
     run = structattn("predict", *tiny("structured", tmp_path), "--ckpt_path", str(last),
-                     "--trainer.callbacks+=lit_structattn.callbacks.JsonlPredictionWriter",
+                     "--trainer.callbacks+=lit_structattn.run.callbacks.JsonlPredictionWriter",
                      "--trainer.callbacks.output_path", str(output), cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]
     records = [json.loads(line) for line in output.read_text().splitlines()]

@@ -14,7 +14,7 @@ from unittest import mock
 import pytest
 import torch
 
-from datamodules.files import data_root
+from lit_structattn.datamodules.files import data_root
 
 ROOT = Path(__file__).resolve().parent.parent
 EASY = ROOT / "configs" / "easy_first"
@@ -51,7 +51,7 @@ def test_fit_test_predict_nef(tmp_path):
 
     # the checkpoint alone rebuilds the tagger: the sizes and tags linked from the data are in
     # its hyper-parameters
-    from datamodules.ud_pos import UDPOSDataModule
+    from lit_structattn.datamodules.ud_pos import UDPOSDataModule
     from lit_structattn.tasks import TaggingTask
 
     checkpoint = next(tmp_path.rglob("last.ckpt"))
@@ -77,7 +77,7 @@ def test_fit_test_predict_nef(tmp_path):
 
     output = tmp_path / "predictions.jsonl"
     predict = structattn("predict", *tiny(tmp_path, "nef_f_csoftmax"), "--ckpt_path", "last",
-                         "--trainer.callbacks+=lit_structattn.callbacks.JsonlPredictionWriter",
+                         "--trainer.callbacks+=lit_structattn.run.callbacks.JsonlPredictionWriter",
                          "--trainer.callbacks.output_path", str(output), cwd=tmp_path)
     assert predict.returncode == 0, predict.stderr[-3000:]
     records = [json.loads(line) for line in output.read_text().splitlines()]
@@ -100,8 +100,8 @@ def test_wrong_row_for_checkpoint_is_refused(tmp_path):
 
 
 def test_qe_checkpoint_keeps_what_the_data_gave(tmp_path):
-    from datamodules.word_qe import WordQEDataModule
-    from lit_structattn.lightning_cli import build_cli
+    from lit_structattn.datamodules.word_qe import WordQEDataModule
+    from lit_structattn.run.lightning_cli import build_cli
     from lit_structattn.tasks import TaggingTask
 
     from .test_vectors import tiny_qe
@@ -133,7 +133,7 @@ def test_qe_checkpoint_keeps_what_the_data_gave(tmp_path):
 def test_task_refuses_data_with_other_tags(tmp_path):
     import lightning as L
 
-    from datamodules.word_qe import WordQEDataModule
+    from lit_structattn.datamodules.word_qe import WordQEDataModule
     from lit_structattn.tasks import TaggingTask
 
     from .test_vectors import tiny_qe, tiny_tagger

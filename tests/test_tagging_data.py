@@ -14,8 +14,9 @@ from collections import Counter
 import pytest
 import torch
 
-from datamodules.conll_ner import CoNLLNERDataModule, iob1_to_iob2, read_conll_ner
-from datamodules.files import (
+from lit_structattn.common.constants import PAD, UNK
+from lit_structattn.datamodules.conll_ner import CoNLLNERDataModule, iob1_to_iob2, read_conll_ner
+from lit_structattn.datamodules.files import (
     DATA_ENV_VAR,
     MalformedLine,
     atomic_path,
@@ -23,17 +24,16 @@ from datamodules.files import (
     open_text,
     require_files,
 )
-from datamodules.hub import HubUnavailableError
-from datamodules.tagging import (
+from lit_structattn.datamodules.hub import HubUnavailableError
+from lit_structattn.datamodules.tagging import (
     TaggedSentence,
     affixes,
     build_affix_vocab,
     capitalization,
 )
-from datamodules.ud_pos import UDPOSDataModule, read_conllu
-from datamodules.vocabulary import Vocabulary
-from datamodules.word_qe import WordQEDataModule, read_word_qe
-from lit_structattn.common.constants import PAD, UNK
+from lit_structattn.datamodules.ud_pos import UDPOSDataModule, read_conllu
+from lit_structattn.datamodules.vocabulary import Vocabulary
+from lit_structattn.datamodules.word_qe import WordQEDataModule, read_word_qe
 
 UNK_ID = 1  # <unk> of a word vocabulary: (<pad>, <unk>, ...)
 

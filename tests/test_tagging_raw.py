@@ -9,11 +9,11 @@ import lightning as L
 import pytest
 import torch
 
-from datamodules.conll_ner import CoNLLNERDataModule
-from datamodules.tagging import TaggedSentence, TaggingCodec, collate_tagged
-from datamodules.word_qe import QECodec, WordQEDataModule
 from lit_structattn.common.codec import RawInputError, codec_record, restore_codec
-from lit_structattn.lightning_cli import build_cli
+from lit_structattn.datamodules.conll_ner import CoNLLNERDataModule
+from lit_structattn.datamodules.tagging import TaggedSentence, TaggingCodec, collate_tagged
+from lit_structattn.datamodules.word_qe import QECodec, WordQEDataModule
+from lit_structattn.run.lightning_cli import build_cli
 from lit_structattn.tasks import TaggingTask, load_task
 from tests.raw_prediction import fresh_process, predict_raw, refused
 from tests.test_tagging_cli import EASY
@@ -174,7 +174,7 @@ def test_records_of_a_bilstm_without_crf_have_no_attention_nor_marginals():
 
 
 def _vocab(tokens, tags=False):
-    from datamodules.vocabulary import Vocabulary
+    from lit_structattn.datamodules.vocabulary import Vocabulary
 
     return Vocabulary(tokens, ("<pad>",) if tags else ("<pad>", "<unk>"))
 

@@ -9,13 +9,13 @@ from typing import get_args, get_type_hints
 
 import pytest
 
-from datamodules.babi import BabiDataModule
-from datamodules.nli import NLIDataModule
-from datamodules.synthetic import NeedleDataModule
-from datamodules.tree_transduction import TreeTransductionDataModule
-from datamodules.ud_pos import UDPOSDataModule
-from lit_structattn import cli, lightning_cli
 from lit_structattn.attention.transforms import TransformName
+from lit_structattn.cli import command as cli
+from lit_structattn.datamodules.babi import BabiDataModule
+from lit_structattn.datamodules.nli import NLIDataModule
+from lit_structattn.datamodules.synthetic import NeedleDataModule
+from lit_structattn.datamodules.tree_transduction import TreeTransductionDataModule
+from lit_structattn.datamodules.ud_pos import UDPOSDataModule
 from lit_structattn.layers import registry
 from lit_structattn.layers.scorers import SCORERS, ScoreName
 from lit_structattn.models import easy_first, seq2seq
@@ -27,6 +27,7 @@ from lit_structattn.models.memory_network import (
     MemoryNetwork,
 )
 from lit_structattn.models.pooling import AttentionPoolingClassifier
+from lit_structattn.run import lightning_cli
 from lit_structattn.tasks import (
     NLITask,
     QATask,
@@ -42,19 +43,22 @@ MISSING = "/nonexistent/structattn-data"  # any attempt to read data would fail 
 
 SEQ2SEQ = ["--model", "lit_structattn.tasks.TransductionTask",
            "--model.init_args.model", "lit_structattn.models.seq2seq.Seq2Seq",
-           "--data", "datamodules.tree_transduction.TreeTransductionDataModule"]
+           "--data", "lit_structattn.datamodules.tree_transduction.TreeTransductionDataModule"]
 TAGGING = ["--model", "lit_structattn.tasks.TaggingTask",
            "--model.init_args.model", "lit_structattn.models.easy_first.EasyFirstTagger",
-           "--data", "datamodules.ud_pos.UDPOSDataModule", "--data.init_args.data_dir", MISSING]
+           "--data", "lit_structattn.datamodules.ud_pos.UDPOSDataModule",
+           "--data.init_args.data_dir", MISSING]
 NLI = ["--model", "lit_structattn.tasks.NLITask",
        "--model.init_args.model", "lit_structattn.models.decomposable.DecomposableAttention",
-       "--data", "datamodules.nli.NLIDataModule", "--data.init_args.data_dir", MISSING]
+       "--data", "lit_structattn.datamodules.nli.NLIDataModule",
+           "--data.init_args.data_dir", MISSING]
 BABI = ["--model", "lit_structattn.tasks.QATask",
         "--model.init_args.model", "lit_structattn.models.memory_network.MemN2N",
-        "--data", "datamodules.babi.BabiDataModule", "--data.init_args.data_dir", MISSING]
+        "--data", "lit_structattn.datamodules.babi.BabiDataModule",
+           "--data.init_args.data_dir", MISSING]
 CLASSIFIER = ["--model", "lit_structattn.tasks.SequenceClassifier",
               "--model.init_args.model", "lit_structattn.models.pooling.AttentionPoolingClassifier",
-              "--data", "datamodules.synthetic.NeedleDataModule"]
+              "--data", "lit_structattn.datamodules.synthetic.NeedleDataModule"]
 
 
 def test_task_arguments_are_the_owners_literals():

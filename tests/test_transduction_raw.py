@@ -8,11 +8,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from datamodules.morphology import InflectionCodec, InflectionDataModule
-from datamodules.tree_transduction import FormulaCodec, TreeTransductionDataModule
-from datamodules.vocabulary import Vocabulary
 from lit_structattn.common.codec import RawInputError, codec_record, restore_codec
 from lit_structattn.common.constants import SEQUENCE_SPECIALS
+from lit_structattn.datamodules.morphology import InflectionCodec, InflectionDataModule
+from lit_structattn.datamodules.tree_transduction import FormulaCodec, TreeTransductionDataModule
+from lit_structattn.datamodules.vocabulary import Vocabulary
 from lit_structattn.tasks import load_task
 from tests.raw_prediction import fresh_process, predict_raw, refused
 from tests.test_seq2seq_cli import trained  # noqa: F401 (the fixture)

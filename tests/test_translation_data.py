@@ -8,10 +8,10 @@ import sys
 import pytest
 import torch
 
-from datamodules.files import MalformedLine, data_root
-from datamodules.subwords import SINK_ID, UNK_ID, Subwords
-from datamodules.translation import TranslationDataModule
 from lit_structattn.common.constants import BOS_ID, EOS_ID, PAD_ID
+from lit_structattn.datamodules.files import MalformedLine, data_root
+from lit_structattn.datamodules.subwords import SINK_ID, UNK_ID, Subwords
+from lit_structattn.datamodules.translation import TranslationDataModule
 
 from .translation_corpus import write_corpus
 
@@ -97,7 +97,7 @@ def test_prepare_data_fills_the_cache_that_the_other_ranks_read(tmp_path, monkey
         raise AssertionError("setup after prepare_data must read the cache")
 
     monkeypatch.setattr(Subwords, "train", trains)
-    monkeypatch.setattr("datamodules.alignment.align", trains)
+    monkeypatch.setattr("lit_structattn.datamodules.alignment.align", trains)
     rank = ready_module(corpus, cache, fertility_strategy="predicted")
     assert rank.datasets["test"].items == first.datasets["test"].items
     assert rank.training_links == first.training_links
@@ -223,7 +223,7 @@ def test_guided_fertilities_follow_the_aligner_and_are_cached(tmp_path, monkeypa
     def no_aligner(*args, **kwargs):
         raise AssertionError("the links are cached")
 
-    monkeypatch.setattr("datamodules.alignment.align", no_aligner)
+    monkeypatch.setattr("lit_structattn.datamodules.alignment.align", no_aligner)
     again = ready_module(corpus, cache, fertility_strategy="guided", sink=True)
     assert again.datasets["test"].items == dm.datasets["test"].items
 
@@ -280,7 +280,7 @@ def test_hub_rows_become_pairs(monkeypatch, tmp_path):
                       for i in range(30)],
             "validation": [{"de": "Die Katze schläft.", "en": "The cat sleeps."}],
             "test": [{"de": " Ein Kind. ", "en": "A child."}, {"de": "", "en": "x"}]}
-    monkeypatch.setattr("datamodules.translation.load_hub_dataset",
+    monkeypatch.setattr("lit_structattn.datamodules.translation.load_hub_dataset",
                         lambda name, config, split, hint: rows[split])
     dm = TranslationDataModule(hub_name="some/corpus", bpe_size=40, cache_dir=str(tmp_path))
     dm.setup()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from datamodules.translation import read_parallel
+from lit_structattn.datamodules.translation import read_parallel
 from lit_structattn.metrics.translation import bleu_chrf, drop_alignments, drop_score, rep_score
 
 from .translation_corpus import write_corpus

@@ -12,8 +12,12 @@ import textwrap
 import pytest
 import torch
 
-from datamodules.translation import TranslationCodec, TranslationDataModule, collate_pairs
 from lit_structattn.common.codec import CODEC_KEY, RawInputError, codec_record, restore_codec
+from lit_structattn.datamodules.translation import (
+    TranslationCodec,
+    TranslationDataModule,
+    collate_pairs,
+)
 from lit_structattn.tasks import load_task
 from tests.raw_prediction import fresh_process, predict_raw, refused
 from tests.test_translation_task import cli_for, corpus, tiny  # noqa: F401 (the fixture)

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from lit_structattn.figures import AttentionMap, plot_figure
-from lit_structattn.lightning_cli import build_cli
+from lit_structattn.figures.plots import AttentionMap, plot_figure
 from lit_structattn.models.seq2seq import Seq2Seq
 from lit_structattn.reproduce import runner
 from lit_structattn.reproduce.tables import TABLES
-from lit_structattn.schedules import DecayFrom
+from lit_structattn.run.lightning_cli import build_cli
+from lit_structattn.tasks.schedules import DecayFrom
 from lit_structattn.tasks.translation import TranslationTask, repeated_positions
 
 from .logged_metrics import logged

@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from datamodules.tree_transduction import (
+from lit_structattn.datamodules.tree_transduction import (
     TreeTransductionDataModule,
     expression_depth,
     formula_vocabulary,

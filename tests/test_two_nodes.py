@@ -2,7 +2,7 @@
 --nproc_per_node 1`` launches (node ranks 0 and 1, gloo on the CPU, ``--trainer.num_nodes 2``)
 fit the needle demo together, as ``structattn fit`` would on two hosts (README, "Many GPUs, many
 machines"). The run writes one run folder and one checkpoint (the second node claims no
-``version_<n>`` folder of its own, :mod:`lit_structattn.run_folders`), and the validation
+``version_<n>`` folder of its own, :mod:`lit_structattn.run.folders`), and the validation
 metrics the two nodes logged are those of one process validating that checkpoint."""
 
 from __future__ import annotations

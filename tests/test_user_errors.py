@@ -21,12 +21,12 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from datamodules.conll_ner import read_conll_ner
-from datamodules.files import MalformedLine, UnreadableFile, open_text
-from datamodules.ud_pos import read_conllu
-from lit_structattn import cli
+from lit_structattn.cli import command as cli
+from lit_structattn.datamodules.conll_ner import read_conll_ner
+from lit_structattn.datamodules.files import MalformedLine, UnreadableFile, open_text
+from lit_structattn.datamodules.ud_pos import read_conllu
+from lit_structattn.run.training_guards import FiniteLoss, NonFiniteLoss
 from lit_structattn.tasks import SequenceClassifier
-from lit_structattn.training_guards import FiniteLoss, NonFiniteLoss
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 NEEDLE = CONFIGS / "demo" / "needle.yaml"

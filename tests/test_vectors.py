@@ -1,7 +1,7 @@
-"""Pretrained word vectors are read on the data side: the loader of datamodules.vectors (formats,
-lowercase fallback, errors naming file:line), the tagging DataModules' ``pretrained_vectors``
-(the initial embedding matrix after setup) and TaggingTask copying it into the tagger when
-fitting."""
+"""Pretrained word vectors are read on the data side: the loader of
+lit_structattn.datamodules.vectors (formats, lowercase fallback, errors naming file:line), the
+tagging DataModules' ``pretrained_vectors`` (the initial embedding matrix after setup) and
+TaggingTask copying it into the tagger when fitting."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import gzip
 import pytest
 import torch
 
-from datamodules.vectors import load_pretrained_vectors
-from datamodules.word_qe import WordQEDataModule
+from lit_structattn.datamodules.vectors import load_pretrained_vectors
+from lit_structattn.datamodules.word_qe import WordQEDataModule
 from lit_structattn.models.tagging_encoder import TaggingEncoder
 
 

@@ -1,7 +1,7 @@
 """Corpus-level translation metrics of Malaviya et al. (2018), §5: sacreBLEU and chrF (with their
 signatures), the REP score (repetitions) and the DROP score (dropped source words), with the
 word alignments the DROP score needs (:func:`drop_alignments`, eflomal through
-:func:`datamodules.alignment.align`).
+:func:`lit_structattn.datamodules.alignment.align`).
 
 These score whole corpora of finished translations (lists of strings or token lists), so they
 are plain functions, run once on rank 0 after decoding, not torchmetrics states.
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from datamodules.alignment import Links, align
+from ..datamodules.alignment import Links, align
 
 __all__ = ["bleu_chrf", "drop_alignments", "drop_score", "rep_score"]
 

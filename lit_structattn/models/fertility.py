@@ -34,8 +34,9 @@ def fertility_targets(
     links: Sequence[Iterable[tuple[int, int]]], source_lengths: Sequence[int], classes: int = 10
 ) -> list[list[int]]:
     """Per source token, the number of target words it is linked to, capped at ``classes - 1``
-    (source-to-target links per sentence, e.g. from :func:`datamodules.alignment.align`).
-    ``ValueError`` if ``links`` and ``source_lengths`` differ in length."""
+    (source-to-target links per sentence, e.g. from
+    :func:`lit_structattn.datamodules.alignment.align`). ``ValueError`` if ``links`` and
+    ``source_lengths`` differ in length."""
     if len(links) != len(source_lengths):
         raise ValueError(f"{len(links)} link sets but {len(source_lengths)} source lengths")
     targets = []

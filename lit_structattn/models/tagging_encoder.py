@@ -19,7 +19,8 @@ from torch import Tensor, nn
 from ..common.masks import lengths_to_mask
 from ..layers.encoders import BiLSTMEncoder
 
-CAPITALIZATION_CLASSES = 4  # lower, Title, UPPER, mIxed (datamodules.tagging.capitalization)
+# lower, Title, UPPER, mIxed (lit_structattn.datamodules.tagging.capitalization)
+CAPITALIZATION_CLASSES = 4
 
 __all__ = ["TaggingEncoder"]
 

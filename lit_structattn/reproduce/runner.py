@@ -36,7 +36,7 @@ from pathlib import Path
 import torch
 
 from ..common.checks import check_choice
-from ..run_folders import folder_lock
+from ..run.folders import folder_lock
 from .tables import BUDGETS, TABLES, Row, Table
 
 REPORTS = Path(__file__).resolve().parents[2] / "reports"
@@ -134,9 +134,9 @@ def run_one(
 def _fit_and_test(table: Table, row: Row, budget: str, seed: int, out: Path, root: Path,
                   results: Path | None, trainer: dict[str, str] | None) -> dict:
     """:func:`run_one`'s run itself, in the run folder ``out`` (whose lock the caller holds)."""
-    from ..callbacks import FitClock
-    from ..checkpoints import resumable_checkpoint
-    from ..lightning_cli import build_cli, keep_checkpoint_folder
+    from ..run.callbacks import FitClock
+    from ..run.checkpoints import resumable_checkpoint
+    from ..run.lightning_cli import build_cli, keep_checkpoint_folder
 
     result_file = out / "result.json"
     checkpoint, tested_notes = None, {}
@@ -200,7 +200,7 @@ def _tested_checkpoint(
     is trained again under ``root`` with the same seed -- the ledger keeps the first result --
     and the note names the retraining and its own test scores, so that the two rows are read
     as two trainings, not one model tested two ways."""
-    from ..checkpoints import resolve_checkpoint
+    from ..run.checkpoints import resolve_checkpoint
 
     trained = next(r for r in table.rows if r.name == row.test_of)
     folder = _run_dir(table, trained, budget, seed, root)
@@ -254,7 +254,7 @@ class RowSummary:
     """What a report row shows, in the report's units: per metric key ``(mean, std, best)``
     (``std``: None for one seed; ``best``: the test value of the seed best on validation, or
     None), the number of seeds, the mean wall time, ``partial_wall``: True when a run was
-    resumed from a checkpoint that recorded no :class:`~lit_structattn.callbacks.FitClock`, so
+    resumed from a checkpoint that recorded no :class:`~lit_structattn.run.callbacks.FitClock`, so
     its wall time counts only the part after the resumption, and ``earlier``: True when the
     row comes from an earlier report (``earlier.json`` of the ledger) rather than from per-run
     results."""

@@ -18,7 +18,6 @@ from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from lightning.pytorch.utilities import move_data_to_device
 from torchmetrics import MeanMetric
 
-from ..checkpoints import checkpoint_bytes
 from ..common.codec import (
     CODEC_KEY,
     TASK_KEY,
@@ -28,6 +27,7 @@ from ..common.codec import (
     import_class,
     restore_codec,
 )
+from ..run.checkpoints import checkpoint_bytes
 
 # A task given its model as an object (``model: class_path ...``) records the model's
 # configuration in its hyper-parameters (LightningCLI's instantiator does), which is what
@@ -53,7 +53,8 @@ class Task(L.LightningModule):
         optimizer: builds the optimizer from the trained parameters, e.g. ``torch.optim.Adam``
             or, in a config, ``{class_path: torch.optim.Adam, init_args: {lr: 0.002}}``.
         lr_scheduler: builds the learning-rate schedule (stepped every epoch) from the
-            optimizer, e.g. :class:`~lit_structattn.schedules.DecayFrom`; None: a constant rate.
+            optimizer, e.g. :class:`~lit_structattn.tasks.schedules.DecayFrom`; None: a constant
+            rate.
     """
 
     def __init__(self, optimizer: OptimizerCallable,
@@ -191,13 +192,13 @@ def load_task(checkpoint_path: str | Path, map_location: Any = "cpu",
     """The task of a checkpoint, whatever its class (the checkpoint names it), with its text
     codec, in evaluation mode: ``load_task("best.ckpt").predict_text(["( + 1 2 )"])``.
 
-    The checkpoint is read as data (:func:`~lit_structattn.checkpoints.read_checkpoint`): one
+    The checkpoint is read as data (:func:`~lit_structattn.run.checkpoints.read_checkpoint`): one
     that holds other Python objects is refused, unless ``trusted`` (a legacy checkpoint of a
     task built in Python, whose hyper-parameters keep its model object, from a source you
     trust).
 
     Raises:
-        UnsafeCheckpoint, UnreadableCheckpoint: see :func:`~lit_structattn.checkpoints.
+        UnsafeCheckpoint, UnreadableCheckpoint: see :func:`~lit_structattn.run.checkpoints.
             read_checkpoint`.
         ValueError: the checkpoint names no task class of this project.
     """

@@ -13,7 +13,7 @@ from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torchmetrics.classification import MulticlassAccuracy
 
 from ..common.rounding import rounded
-from ..figures import AttentionMap
+from ..figures.plots import AttentionMap
 from ..models.decomposable import SUPERVISED, DecomposableAttention, DecomposableOutput
 from ..models.parser import DependencyParser
 from .base import Task
@@ -21,8 +21,8 @@ from .base import Task
 
 class NLITask(Task):
     """Trains :class:`~lit_structattn.models.decomposable.DecomposableAttention` on the batches
-    of :class:`datamodules.nli.NLIDataModule` (``premise``, ``hypothesis``, their lengths,
-    ``labels``).
+    of :class:`lit_structattn.datamodules.nli.NLIDataModule` (``premise``, ``hypothesis``, their
+    lengths, ``labels``).
 
     The model comes configured; its ``vocab_size``, ``num_classes`` and ``vector_dim`` come from
     the data (linked by the CLI, saved with the checkpoint). Before fitting, the task gives it
@@ -41,7 +41,7 @@ class NLITask(Task):
             ``structured``, ``hard_parent`` or ``pretrained_structured``), ``inter`` (any
             transform) and its sizes.
         parser_epochs: for ``hard_parent`` / ``pretrained_structured``, the epochs of the
-            supervised parser on UD English-EWT (see :mod:`lit_structattn.parser_training`);
+            supervised parser on UD English-EWT (see :mod:`lit_structattn.prepare.parser`);
             its sizes are the model's ``parser_embed_dim`` and ``parser_dim``.
         parser_seed: the seed of that parser's training.
         optimizer, lr_scheduler: see :class:`~.base.Task`.
@@ -65,9 +65,9 @@ class NLITask(Task):
 
     def _parser_settings(self) -> dict:
         """The cache key of the supervised parser
-        (:func:`~lit_structattn.parser_training.parser_settings`): epochs, sizes, seed, its
+        (:func:`~lit_structattn.prepare.parser.parser_settings`): epochs, sizes, seed, its
         training options and the digest of the treebank's files."""
-        from ..parser_training import parser_settings
+        from ..prepare.parser import parser_settings
 
         return parser_settings(self.hparams.parser_epochs, self.model.parser_embed_dim,
                                self.model.parser_dim, self.hparams.parser_seed)
@@ -77,9 +77,9 @@ class NLITask(Task):
         cache has it (nothing for the other variants). Lightning runs this once per node, on
         local rank 0, before ``setup`` and :meth:`configure_model`, while the other processes
         wait; the cache file is named by the parser's settings and the treebank's content
-        (:func:`~lit_structattn.parser_training.parser_path`), so no NLI data is needed here."""
+        (:func:`~lit_structattn.prepare.parser.parser_path`), so no NLI data is needed here."""
         if self.model.intra in SUPERVISED:
-            from ..parser_training import prepare_parser
+            from ..prepare.parser import prepare_parser
 
             prepare_parser(self._parser_settings(), log=self.print)
 
@@ -91,16 +91,16 @@ class NLITask(Task):
 
     def prepare_for(self, data) -> None:
         """Give the model the fixed vectors of ``data`` (a set-up
-        :class:`~datamodules.nli.NLIDataModule`), if it has any, and the cached supervised
-        parser that its intra-sentence attention needs (``FileNotFoundError`` if it is not
-        cached, see :meth:`prepare_data`); neither again once the model has them (trained
+        :class:`~lit_structattn.datamodules.nli.NLIDataModule`), if it has any, and the cached
+        supervised parser that its intra-sentence attention needs (``FileNotFoundError`` if it is
+        not cached, see :meth:`prepare_data`); neither again once the model has them (trained
         further, or from a checkpoint)."""
         model = self.model
         if data.vectors is not None and not model.embedding.weight.any():  # not given yet
             model.load_vectors(data.vectors)
         if model.intra not in SUPERVISED or model.parser is not None:
             return
-        from ..parser_training import build_parser, cached_parser
+        from ..prepare.parser import build_parser, cached_parser
 
         record = cached_parser(self._parser_settings())
         parser, parser_vocab = build_parser(record)
@@ -198,7 +198,7 @@ class NLITask(Task):
     @torch.no_grad()
     def attention_figures(self, batch: dict[str, torch.Tensor], vocab, limit: int) -> list:
         """Figures of the first ``limit`` pairs (for
-        :class:`~lit_structattn.callbacks.AttentionFigures`): the premise -> hypothesis
+        :class:`~lit_structattn.figures.callbacks.AttentionFigures`): the premise -> hypothesis
         attention and, with intra-sentence attention, the premise's soft parents (each row a
         word's distribution over heads, ``$`` = root) and its Eisner parse (the argmax tree of
         the parsing layer's scores; for ``hard_parent`` the supervised parse)."""

@@ -12,7 +12,7 @@ from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torchmetrics import MeanMetric
 
 from ..common.rounding import rounded
-from ..figures import AttentionMap
+from ..figures.plots import AttentionMap
 from ..metrics.qa import FactSequenceAccuracy
 from ..models.memory_network import MemoryNetwork, MemoryOutput
 from .base import Task
@@ -20,7 +20,7 @@ from .base import Task
 
 class QATask(Task):
     """Trains a memory network (:mod:`lit_structattn.models.memory_network`) on bAbI batches
-    (:class:`datamodules.babi.BabiDataModule`).
+    (:class:`lit_structattn.datamodules.babi.BabiDataModule`).
 
     Loss: the cross-entropy of the answers summed over the batch (the MemN2N convention the
     learning rate 0.01 goes with). The paper: SGD lr 0.01 halved every 25 epochs

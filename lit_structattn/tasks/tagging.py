@@ -20,12 +20,11 @@ import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from lightning.pytorch.plugins.precision import MixedPrecision
 
-from datamodules.tagging import TaggedSentence
-
 from ..common.checks import check_choice
 from ..common.codec import raw_input_at
 from ..common.rounding import rounded
-from ..figures import Raindrop
+from ..datamodules.tagging import TaggedSentence
+from ..figures.plots import Raindrop
 from ..metrics import EntityF1, F1Mult, FirstFocusShare, TokenAccuracy
 from ..models.easy_first import EasyFirstOutput, EasyFirstTagger
 from .base import Task
@@ -40,8 +39,8 @@ class TaggingTask(Task):
 
     What comes from the data: the model's ``vocab_size``, ``num_tags``, ``affix_vocab_size``
     and (QE) ``source_vocab_size``, and the task's ``tag_names``, all linked by the CLI from the
-    DataModule's attributes of those names (:data:`~lit_structattn.lightning_cli.DATA_SIZES`,
-    :data:`~lit_structattn.lightning_cli.TASK_DATA`). They are kept in the hyper-parameters,
+    DataModule's attributes of those names (:data:`~lit_structattn.run.lightning_cli.DATA_SIZES`,
+    :data:`~lit_structattn.run.lightning_cli.TASK_DATA`). They are kept in the hyper-parameters,
     so ``TaggingTask.load_from_checkpoint`` rebuilds the model, its metrics and its loss
     weights without the data. Built in Python, pass them yourself (``tag_names=data.tag_names``).
 
@@ -216,7 +215,8 @@ class TaggingTask(Task):
     @torch.no_grad()
     def attention_figures(self, batch: dict[str, torch.Tensor], vocab, limit: int) -> list:
         """Raindrop plots (attention of every sketch step, cumulative attention) of the first
-        ``limit`` sentences of ``batch`` (for :class:`~lit_structattn.callbacks.AttentionFigures`).
+        ``limit`` sentences of ``batch`` (for
+        :class:`~lit_structattn.figures.callbacks.AttentionFigures`).
         """
         if self.model.decoder is None:
             return []

@@ -21,7 +21,7 @@ from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from ..common.checks import check_choice
 from ..common.constants import EOS
 from ..common.rounding import rounded
-from ..figures import AttentionMap
+from ..figures.plots import AttentionMap
 from ..metrics import ExactMatch, LengthToFailure
 from ..models.seq2seq import Seq2Seq
 from .base import Task
@@ -166,7 +166,7 @@ class TransductionTask(Task):
     @torch.no_grad()
     def attention_figures(self, batch: dict[str, torch.Tensor], vocab, limit: int) -> list:
         """Figures of the first ``limit`` examples (for
-        :class:`~lit_structattn.callbacks.AttentionFigures`): target x source attention of
+        :class:`~lit_structattn.figures.callbacks.AttentionFigures`): target x source attention of
         greedy decoding, and with syntactic attention the source self-attention (each row a
         word's distribution over parents, ``$`` = root) and the Eisner parse."""
         src, lengths = batch["src"][:limit], batch["src_lengths"][:limit]

@@ -1,6 +1,6 @@
 """Machine translation with sparse and constrained attention (Malaviya et al. 2018) around
 :class:`~lit_structattn.models.seq2seq.Seq2Seq`, on the batches of
-:class:`~datamodules.translation.TranslationDataModule`.
+:class:`~lit_structattn.datamodules.translation.TranslationDataModule`.
 
 Logs ``train/loss`` (label-smoothed), ``val/loss``, ``val/ppl``, ``val/bleu`` and ``val/chrf``
 (greedy decoding, every validation), and at test time (beam search) ``test/bleu``, ``test/chrf``,
@@ -10,11 +10,12 @@ Logs ``train/loss`` (label-smoothed), ``val/loss``, ``val/ppl``, ``val/bleu`` an
 test translations to ``<log_dir>/test_translations.txt``.
 
 With the data's ``fertility_strategy: predicted`` the task trains the fertility predictor (once
-per corpus, cached; :mod:`lit_structattn.fertility_training`) in ``prepare_data`` and gives the
+per corpus, cached; :mod:`lit_structattn.prepare.fertility`) in ``prepare_data`` and gives the
 data its predicted fertilities in ``setup``.
 
 A checkpoint translates raw sentences on its own (:meth:`TranslationTask.translate`, ``structattn
-predict``): the data's :class:`~datamodules.translation.TranslationCodec` travels in it.
+predict``): the data's :class:`~lit_structattn.datamodules.translation.TranslationCodec` travels in
+it.
 """
 
 from __future__ import annotations
@@ -31,20 +32,19 @@ from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from lightning.pytorch.utilities import rank_zero_info
 from torchmetrics import MeanMetric
 
-from datamodules.vocabulary import content_ids
-
 from ..common.constants import EOS
 from ..common.optional import optional_import
 from ..common.rounding import rounded
-from ..fertility_training import (
+from ..datamodules.vocabulary import content_ids
+from ..figures.plots import AttentionMap
+from ..metrics.translation import bleu_chrf, drop_alignments, drop_score, rep_score
+from ..models.fertility import FertilityPredictor
+from ..models.seq2seq import Seq2Seq
+from ..prepare.fertility import (
     give_predicted_fertilities,
     predictor_from_state,
     train_fertility_predictor,
 )
-from ..figures import AttentionMap
-from ..metrics.translation import bleu_chrf, drop_alignments, drop_score, rep_score
-from ..models.fertility import FertilityPredictor
-from ..models.seq2seq import Seq2Seq
 from .base import Task
 
 
@@ -135,8 +135,8 @@ class TranslationTask(Task):
             train_fertility_predictor(data, self.hparams.predictor_epochs)
 
     def give_fertilities(self, data) -> None:
-        """Give a set-up :class:`~datamodules.translation.TranslationDataModule` that awaits
-        predicted fertilities those of the cached predictor (trained first if missing); a
+        """Give a set-up :class:`~lit_structattn.datamodules.translation.TranslationDataModule` that
+        awaits predicted fertilities those of the cached predictor (trained first if missing); a
         no-op for other data. What :meth:`setup` does with the trainer's datamodule."""
         if getattr(data, "awaits_fertilities", False):
             give_predicted_fertilities(data, self.hparams.predictor_epochs)
@@ -343,9 +343,9 @@ class TranslationTask(Task):
                 ) -> list[dict]:
         """One JSON-ready record per source of ``batch``, decoded greedily (the validation
         decoding; ``test_beam`` is not used): ``source`` (the raw sentence of ``examples``, the
-        parsed :class:`~datamodules.translation.SourceSentence`; without them the detokenized
-        source), ``translation`` (detokenized), ``source_pieces`` (the source subwords or
-        characters, without ``<sink>``), ``target_pieces`` (the output subwords or words, up to
+        parsed :class:`~lit_structattn.datamodules.translation.SourceSentence`; without them the
+        detokenized source), ``translation`` (detokenized), ``source_pieces`` (the source subwords
+        or characters, without ``<sink>``), ``target_pieces`` (the output subwords or words, up to
         ``<eos>``) and ``attention [len(target_pieces) + 1, len(source_pieces) (+ 1 for the
         <sink>)]``: the decoder's distribution over the source at every output step, ``<eos>``
         last (sparse and constrained attentions have exact zeros)."""
@@ -377,7 +377,7 @@ class TranslationTask(Task):
         """``batch`` with ``fertility [B, S]`` when it lacks one and the model was trained with
         PREDICTED fertilities (a batch of raw sentences): the codec's predictor's expected
         fertility + 1 of every source subword, 1.0 for the ``<sink>``, 0 at padding, as the
-        data got them in training (:func:`~lit_structattn.fertility_training.
+        data got them in training (:func:`~lit_structattn.prepare.fertility.
         give_predicted_fertilities`). Any other batch is returned as it is."""
         if "fertility" in batch or self.fertility_predictor is None:
             return batch
@@ -400,7 +400,7 @@ class TranslationTask(Task):
     def attention_figures(self, batch: dict[str, torch.Tensor], vocab, limit: int) -> list:
         """Target x source attention of greedy decoding for the first ``limit`` examples
         (subword labels; white = exactly zero; repeated output subwords in red), for
-        :class:`~lit_structattn.callbacks.AttentionFigures` (the task's text codec names the
+        :class:`~lit_structattn.figures.callbacks.AttentionFigures` (the task's text codec names the
         pieces; ``vocab`` is not needed)."""
         records = self._greedy_records({k: v[:limit] for k, v in batch.items()})
         sink = ["<sink>"] * int(self.text_codec.sink)

@@ -16,8 +16,8 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from .allocator import steady_allocator, steady_allocator_wanted
 from .checkpoints import AtomicCheckpointIO, read_checkpoint, resolve_checkpoint
+from .folders import RunFolderLock, claim_version_folders
 from .interruption import ResumableFit
-from .run_folders import RunFolderLock, claim_version_folders
 from .training_guards import FiniteLoss
 
 #: The arguments of a task's ``model`` that come from the data. A DataModule with an attribute
@@ -66,7 +66,7 @@ class StructAttnCLI(LightningCLI):
       (:func:`keep_checkpoint_folder`), so its best epoch before the interruption still counts.
     * A run never writes into another run's folder: each logger of a trainer takes its own
       ``version_<n>`` folder, and a run without one locks ``default_root_dir``
-      (:mod:`~.run_folders`).
+      (:mod:`~.folders`).
     * Every trainer writes its checkpoints whole (:class:`~.checkpoints.AtomicCheckpointIO`)
       and stops at a training step with a checkpoint on SIGINT/SIGTERM, from which a resumed
       fit continues as the uninterrupted one would (:class:`~.interruption.ResumableFit`).

@@ -1,20 +1,17 @@
-"""Lightning callbacks: attention figures in TensorBoard, the monitored metric in its HParams
-view, predictions to JSONL, a fit's wall time kept across resumptions."""
+"""TensorBoard callbacks: attention figures of a few validation examples every epoch, and the
+monitored metric in TensorBoard's HParams view."""
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import Sequence
-from pathlib import Path
 
 import lightning as L
 import matplotlib.pyplot as plt
-from lightning.pytorch.callbacks import BasePredictionWriter, ModelCheckpoint
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import TensorBoardLogger
-from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
+from lightning.pytorch.utilities import rank_zero_warn
 
-from .figures import plot_figure
+from .plots import plot_figure
 
 
 class AttentionFigures(L.Callback):
@@ -23,11 +20,11 @@ class AttentionFigures(L.Callback):
     epoch, of about the median length of the validation set (:func:`median_examples`).
 
     The LightningModule provides ``attention_figures(batch, vocab, limit)`` returning a list of
-    ``(tag, item)`` with items that :func:`~lit_structattn.figures.plot_figure` draws (heatmaps,
-    raindrop plots, parses). The examples' batch is built once per run with the DataModule's
-    ``collate`` from its ``datasets["val"]`` (which has ``lengths``); for data without these, the
-    first validation batch is shown instead, with a warning. Does nothing when there is no
-    TensorBoard logger or the module has no such method.
+    ``(tag, item)`` with items that :func:`~lit_structattn.figures.plots.plot_figure` draws
+    (heatmaps, raindrop plots, parses). The examples' batch is built once per run with the
+    DataModule's ``collate`` from its ``datasets["val"]`` (which has ``lengths``); for data without
+    these, the first validation batch is shown instead, with a warning. Does nothing when there is
+    no TensorBoard logger or the module has no such method.
     """
 
     def __init__(self, num_examples: int = 2, every_n_epochs: int = 1) -> None:
@@ -127,66 +124,3 @@ def median_examples(lengths: Sequence, count: int) -> list[int]:
 def tensorboard_logger(trainer: L.Trainer) -> TensorBoardLogger | None:
     """The trainer's first TensorBoard logger, if any."""
     return next((lg for lg in trainer.loggers if isinstance(lg, TensorBoardLogger)), None)
-
-
-class JsonlPredictionWriter(BasePredictionWriter):
-    """Writes what ``predict_step`` returns (a list of JSON-ready records per batch) to a JSONL
-    file, one record per line, as the batches come; under DDP each process writes
-    ``<stem>.rank<k>.jsonl``.
-
-    Args:
-        output_path: the ``.jsonl`` file (its folder is created).
-    """
-
-    def __init__(self, output_path: str = "predictions.jsonl") -> None:
-        super().__init__(write_interval="batch")
-        self.output_path = Path(output_path)
-
-    def _path(self, trainer: L.Trainer) -> Path:
-        if trainer.world_size == 1:
-            return self.output_path
-        return self.output_path.with_suffix(f".rank{trainer.global_rank}.jsonl")
-
-    def on_predict_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        path = self._path(trainer)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("")
-
-    def write_on_batch_end(self, trainer, pl_module, prediction, batch_indices, batch,
-                           batch_idx, dataloader_idx) -> None:
-        with self._path(trainer).open("a") as out:
-            for record in prediction:
-                out.write(json.dumps(record) + "\n")
-
-    def on_predict_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        rank_zero_info(f"predictions written to {self._path(trainer)}")
-
-
-class FitClock(L.Callback):
-    """The wall time of a fit, kept in its checkpoints: a fit resumed from a checkpoint adds
-    the time its earlier parts took up to that checkpoint (work redone after the checkpoint is
-    counted once, when redone). Lightning restores the state from any checkpoint it loads,
-    ``test(ckpt_path=...)`` included: read ``earlier_seconds`` right after ``fit``.
-
-    Attributes:
-        earlier_seconds: the time recorded by the checkpoint the fit resumed from; None when
-            no checkpoint recorded one.
-    """
-
-    def __init__(self) -> None:
-        self.earlier_seconds: float | None = None
-        self._started: float | None = None
-
-    def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._started = time.perf_counter()
-
-    def elapsed(self) -> float:
-        """Seconds of this fit so far, its earlier parts included."""
-        running = 0.0 if self._started is None else time.perf_counter() - self._started
-        return (self.earlier_seconds or 0.0) + running
-
-    def state_dict(self) -> dict[str, float]:
-        return {"seconds": self.elapsed()}
-
-    def load_state_dict(self, state_dict: dict[str, float]) -> None:
-        self.earlier_seconds = float(state_dict["seconds"])

@@ -8,7 +8,7 @@ and its attention (marginals where the attention is structured). ``structattn pr
 --config ...`` without ``--input`` is LightningCLI's predict over a DataModule's test split.
 
 The checkpoint is read as data (a file holding other Python objects is refused, see
-:func:`~lit_structattn.checkpoints.read_checkpoint`; ``--trust_checkpoint`` lifts that for a
+:func:`~lit_structattn.run.checkpoints.read_checkpoint`; ``--trust_checkpoint`` lifts that for a
 legacy file you trust). The output file appears only once every input line parsed and every
 prediction succeeded: the records go to a temporary file beside it, renamed at the end, so a
 bad line or a crash leaves an existing ``--output`` as it was.
@@ -23,25 +23,24 @@ from pathlib import Path
 
 import torch
 
-from datamodules.files import atomic_path, open_text
-
-from .tasks.base import load_task
+from ..datamodules.files import atomic_path, open_text
+from ..tasks.base import load_task
 
 #: the codec of every family, whose ``format`` the help shows
 FORMATS = {
-    "tagging (POS, NER)": "datamodules.tagging.TaggingCodec",
-    "word-level QE": "datamodules.word_qe.QECodec",
-    "translation": "datamodules.translation.TranslationCodec",
-    "bAbI question answering": "datamodules.babi.StoryCodec",
-    "natural language inference": "datamodules.nli.PairCodec",
-    "tree transduction": "datamodules.tree_transduction.FormulaCodec",
-    "morphological inflection": "datamodules.morphology.InflectionCodec",
-    "needle demo": "datamodules.synthetic.NeedleCodec",
+    "tagging (POS, NER)": "lit_structattn.datamodules.tagging.TaggingCodec",
+    "word-level QE": "lit_structattn.datamodules.word_qe.QECodec",
+    "translation": "lit_structattn.datamodules.translation.TranslationCodec",
+    "bAbI question answering": "lit_structattn.datamodules.babi.StoryCodec",
+    "natural language inference": "lit_structattn.datamodules.nli.PairCodec",
+    "tree transduction": "lit_structattn.datamodules.tree_transduction.FormulaCodec",
+    "morphological inflection": "lit_structattn.datamodules.morphology.InflectionCodec",
+    "needle demo": "lit_structattn.datamodules.synthetic.NeedleCodec",
 }
 
 
 def _formats() -> str:
-    from .common.codec import import_class
+    from ..common.codec import import_class
 
     return "\n".join(f"  {family}: {import_class(path).format}"
                      for family, path in FORMATS.items())
@@ -106,8 +105,9 @@ def main(argv: list[str] | None = None) -> None:
 
 def read_input(name: str) -> tuple[list[str], str]:
     """The lines of ``--input`` (a file, or ``-`` for standard input) and how errors name it.
-    ``FileNotFoundError`` for a missing file; :class:`~datamodules.files.MalformedLine`
-    (``file:line``) for bytes that are not UTF-8."""
+    ``FileNotFoundError`` for a missing file;
+    :class:`~lit_structattn.datamodules.files.MalformedLine` (``file:line``) for bytes that are not
+    UTF-8."""
     if name == "-":
         return sys.stdin.read().splitlines(), "<stdin>"
     path = Path(name)

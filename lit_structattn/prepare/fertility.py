@@ -1,7 +1,7 @@
 """The PREDICTED fertilities of Malaviya et al. (2018, §4): the application trains the fertility
 predictor (:class:`~lit_structattn.models.fertility.FertilityPredictor`) on what a
-:class:`~datamodules.translation.TranslationDataModule` provides, and gives its predictions back
-to the data; the data trains no model.
+:class:`~lit_structattn.datamodules.translation.TranslationDataModule` provides, and gives its
+predictions back to the data; the data trains no model.
 
 Two steps, as Lightning's hooks run them under DDP (``TranslationTask`` calls both):
 
@@ -30,16 +30,15 @@ from pathlib import Path
 import torch
 from lightning.pytorch.utilities import rank_zero_info
 
-from datamodules.files import atomic_path
-from datamodules.translation import TranslationDataModule
-
-from .cache_records import load_record
-from .models.fertility import (
+from ..datamodules.files import atomic_path
+from ..datamodules.translation import TranslationDataModule
+from ..models.fertility import (
     FertilityPredictor,
     fertility_targets,
     fit_fertility_predictor,
     predict_fertilities,
 )
+from ..run.cache_records import load_record
 
 
 def predictor_file(data: TranslationDataModule, epochs: int) -> Path:
@@ -60,8 +59,8 @@ def predictor_key(data: TranslationDataModule, epochs: int) -> dict:
 def train_fertility_predictor(data: TranslationDataModule, epochs: int, log=rank_zero_info
                               ) -> Path:
     """The cached predictor's file, training it first if the cache has none (its state dict
-    and :func:`predictor_key`, written whole with :func:`~datamodules.files.atomic_path`).
-    ``data`` must be set up.
+    and :func:`predictor_key`, written whole with
+    :func:`~lit_structattn.datamodules.files.atomic_path`). ``data`` must be set up.
 
     Returns:
         :func:`predictor_file` of ``data`` and ``epochs``.
@@ -84,7 +83,7 @@ def load_fertility_predictor(data: TranslationDataModule, epochs: int) -> Fertil
 
     Raises:
         ValueError: the file holds more than plain values, or not :func:`predictor_key`
-            (:func:`~lit_structattn.cache_records.load_record`).
+            (:func:`~lit_structattn.run.cache_records.load_record`).
     """
     record = load_record(predictor_file(data, epochs), predictor_key(data, epochs))
     return predictor_from_state({"sizes": {"vocab_size": len(data.subwords)},

@@ -19,11 +19,11 @@ option and the sha256 of the treebank files' bytes (so a changed treebank, or an
 folder with other files, trains a new parser; the same files elsewhere reuse it). The file is
 named ``ewt_e<epochs>_d<embed>_h<hidden>_s<seed>_<12 hex digits of the settings>.pt`` and holds
 plain values only, read with ``torch.load(weights_only=True)``
-(:func:`~lit_structattn.cache_records.load_record`); its ``key`` must equal the settings,
+(:func:`~lit_structattn.run.cache_records.load_record`); its ``key`` must equal the settings,
 else it is refused. Parsers cached under the older names (``ewt_v3_...``) are not read: they are
 trained again under the new names.
 
-    python -m lit_structattn.parser_training --epochs 5      # trains (or reads) and prints UAS
+    python -m lit_structattn.prepare.parser --epochs 5      # trains (or reads) and prints UAS
 """
 
 from __future__ import annotations
@@ -37,12 +37,11 @@ from pathlib import Path
 
 import torch
 
-from datamodules.files import atomic_path, cache_root, data_root, require_files
-from datamodules.ud_pos import DependencyTree, read_conllu_trees
-from datamodules.vocabulary import Vocabulary
-
-from .cache_records import load_record
-from .models.parser import DependencyParser, attachment_counts
+from ..datamodules.files import atomic_path, cache_root, data_root, require_files
+from ..datamodules.ud_pos import DependencyTree, read_conllu_trees
+from ..datamodules.vocabulary import Vocabulary
+from ..models.parser import DependencyParser, attachment_counts
+from ..run.cache_records import load_record
 
 EWT_FILES = {split: f"en_ewt-ud-{split}.conllu.gz" for split in ("train", "dev", "test")}
 EWT_SOURCE = ("UD English-EWT (github.com/UniversalDependencies/UD_English-EWT), its CoNLL-U "
@@ -50,8 +49,8 @@ EWT_SOURCE = ("UD English-EWT (github.com/UniversalDependencies/UD_English-EWT),
 
 
 def treebank_folder() -> Path:
-    """``<data_root>/ud_english_ewt`` (:func:`~datamodules.files.data_root`), checked to hold
-    the EWT files (``FileNotFoundError`` naming the folder and the files otherwise)."""
+    """``<data_root>/ud_english_ewt`` (:func:`~lit_structattn.datamodules.files.data_root`), checked
+    to hold the EWT files (``FileNotFoundError`` naming the folder and the files otherwise)."""
     return require_files(data_root() / "ud_english_ewt", EWT_FILES.values(), EWT_SOURCE)
 
 
@@ -147,9 +146,9 @@ def train_parser(settings: dict, log=print) -> dict:
 
 def prepare_parser(settings: dict, log=print) -> Path:
     """The cache file of the parser of :func:`parser_settings` ``settings``, trained by
-    :func:`train_parser` and written (with :func:`~datamodules.files.atomic_path`) only if the
-    cache has none, with the settings as its ``key``. The explicit preparation step of the NLI
-    rows (``NLITask.prepare_data``, run once on local rank 0 before any process builds its
+    :func:`train_parser` and written (with :func:`~lit_structattn.datamodules.files.atomic_path`)
+    only if the cache has none, with the settings as its ``key``. The explicit preparation step of
+    the NLI rows (``NLITask.prepare_data``, run once on local rank 0 before any process builds its
     model)."""
     path = parser_path(settings)
     if not path.is_file():
@@ -167,14 +166,14 @@ def cached_parser(settings: dict) -> dict:
     Raises:
         FileNotFoundError: the cache has none (the message says how to make it).
         ValueError: the file holds more than plain values, or another key
-            (:func:`~lit_structattn.cache_records.load_record`).
+            (:func:`~lit_structattn.run.cache_records.load_record`).
     """
     path = parser_path(settings)
     if not path.is_file():
         raise FileNotFoundError(
             f"no supervised parser cached at {path}: it is trained by the preparation step "
             "(NLITask.prepare_data, which Trainer.fit/validate/test/predict run first) or by "
-            f"`python -m lit_structattn.parser_training --epochs {settings['epochs']} "
+            f"`python -m lit_structattn.prepare.parser --epochs {settings['epochs']} "
             f"--embed-dim {settings['embed_dim']} --hidden-dim {settings['hidden_dim']} "
             f"--seed {settings['seed']}`")
     return load_record(path, settings)

@@ -10,10 +10,11 @@
     structattn --version
 
 The configs ship with the package: from any folder, ``--config configs/...`` reads the shipped
-file when there is none of that name here (:mod:`lit_structattn.experiments`).
+file when there is none of that name here (:mod:`lit_structattn.cli.experiments`).
 
 Models and data are chosen in the config by ``class_path`` (e.g.
-``lit_structattn.tasks.SequenceClassifier`` and ``datamodules.NeedleDataModule``).
+``lit_structattn.tasks.SequenceClassifier`` and
+``lit_structattn.datamodules.synthetic.NeedleDataModule``).
 
 A user error (an unknown name or config key, a value of the wrong type, a config file that is not
 YAML, a malformed or unreadable data file, a folder it may not write, infeasible bounds, a
@@ -42,9 +43,9 @@ import yaml
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.cli import LightningCLI
 
+from ..run.interruption import FitInterrupted
+from ..run.lightning_cli import build_cli
 from . import experiments
-from .interruption import FitInterrupted
-from .lightning_cli import build_cli
 
 
 def main(args: list[str] | None = None) -> None:
@@ -58,7 +59,7 @@ def main(args: list[str] | None = None) -> None:
     args = [arg for arg in args if arg != "--debug"]
     try:
         if args and args[0] == "reproduce":
-            from .reproduce import main as reproduce
+            from ..reproduce import main as reproduce
 
             reproduce(args[1:])
             return
@@ -247,7 +248,3 @@ def _class_being_built(error: BaseException) -> str | None:
                    "data: " if isinstance(instance, L.LightningDataModule) else "")
             return f"{key}{cls.__module__}.{cls.__qualname__}"
     return None
-
-
-if __name__ == "__main__":
-    main()

@@ -6,7 +6,7 @@ name may have been computed from other data or settings.
 
 Method: the project's cache records (the NLI parser, the fertility predictor) are dicts of plain
 values (tensors, ``str``, ``int``, ``float``, ``bool``, ``None``, ``list``, ``dict``) read by
-:func:`~lit_structattn.checkpoints.read_checkpoint` (``torch.load(weights_only=True)``): a file
+:func:`~lit_structattn.run.checkpoints.read_checkpoint` (``torch.load(weights_only=True)``): a file
 that needs more (a pickled class or function) is refused before anything in it runs. Each record
 also stores under ``"key"`` what it was computed from (its data digest and settings); a record
 whose key is not the one expected is refused, not recomputed: a file under the right name with

@@ -3,7 +3,7 @@
 :data:`~lightning.pytorch.cli.LRSchedulerCallable`)::
 
     lr_scheduler:
-      class_path: lit_structattn.schedules.DecayFrom
+      class_path: lit_structattn.tasks.schedules.DecayFrom
       init_args: {start: 9, factor: 0.5}
 
 Torch's own schedules are configured the same way (the memory network's halving every 25

@@ -17,7 +17,7 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
-from .reproduce.tables import CONFIGS, TABLES
+from ..reproduce.tables import CONFIGS, TABLES
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ uninterrupted fit would have.
   samples as the uninterrupted one.
 * **Data position.** The checkpoint records how many batches of its epoch were trained; a fit
   resumed in the middle of an epoch skips those (the training batch sampler's
-  ``skip_batches``, see :mod:`datamodules.batching`). The epoch's order itself depends only on
-  the seeds and the epoch number.
+  ``skip_batches``, see :mod:`lit_structattn.datamodules.batching`). The epoch's order itself
+  depends only on the seeds and the epoch number.
 """
 
 from __future__ import annotations
