@@ -1,8 +1,9 @@
-"""DependencyCRF against an independent brute-force enumeration of projective trees, its
-gradients, masking, input validation, and precision: float32 at score scales 1 to 1e4 (the
-kernel's float64 fallback included), ``-inf`` arcs, half precision and autocast against float64
-references. Every test runs through both algorithms: the compiled inside-outside (numba) and,
-with it switched off, the torch inside pass differentiated by autograd."""
+"""DependencyCRF against an independent brute-force enumeration of projective trees (log Z,
+marginals, argmax, log-probabilities, entropy), its gradients, masking, input validation, and
+precision: float32 at score scales 1 to 1e4 (the kernel's float64 fallback included), ``-inf``
+arcs, half precision and autocast against float64 references. Every test runs through both
+algorithms: the compiled inside-outside (numba) and, with it switched off, the torch inside pass
+differentiated by autograd (and, for the entropy, run in the entropy semiring)."""
 
 from __future__ import annotations
 
@@ -71,8 +72,8 @@ def projective_trees(words: int, multiroot: bool) -> list[tuple[int, ...]]:
 
 
 def brute_force(arcs: torch.Tensor, lengths: torch.Tensor, multiroot: bool):
-    """Per sentence: log Z, marginals ``[N+1, N+1]``, the best head vector, and a dict from head
-    tuples to log-probabilities."""
+    """Per sentence: log Z, marginals ``[N+1, N+1]``, the best head vector, the entropy, and a
+    dict from head tuples to log-probabilities."""
     size = arcs.shape[-1]
     results = []
     for b, words in enumerate(lengths.tolist()):
@@ -86,7 +87,10 @@ def brute_force(arcs: torch.Tensor, lengths: torch.Tensor, multiroot: bool):
         best = torch.zeros(size, dtype=torch.long)
         best[1 : words + 1] = torch.tensor(trees[int(scores.argmax())])
         log_probs = dict(zip(trees, (scores - log_z).tolist(), strict=True))
-        results.append(dict(log_z=log_z, marginals=marginals, best=best, log_probs=log_probs))
+        probs = (scores - log_z).exp()
+        entropy = -(probs * torch.where(probs > 0, scores - log_z, 0.0)).sum()  # -inf scores
+        results.append(dict(log_z=log_z, marginals=marginals, best=best, log_probs=log_probs,
+                            entropy=entropy))
     return results
 
 
@@ -112,6 +116,7 @@ def test_against_brute_force(multiroot, seed):
     expected = brute_force(arcs, lengths, multiroot)
     torch.testing.assert_close(crf.log_partition, torch.stack([e["log_z"] for e in expected]))
     torch.testing.assert_close(crf.marginals, torch.stack([e["marginals"] for e in expected]))
+    torch.testing.assert_close(crf.entropy, torch.stack([e["entropy"] for e in expected]))
     assert crf.argmax.dtype == torch.long
     assert torch.equal(crf.argmax, torch.stack([e["best"] for e in expected]))
     heads = torch.full((len(lengths), 6), 7)  # ignored outside the sentences
@@ -153,6 +158,7 @@ def test_garbage_in_ignored_entries_changes_nothing(multiroot):
     noisy = DependencyCRF(dirty.requires_grad_(), lengths, multiroot=multiroot)
     torch.testing.assert_close(noisy.log_partition, clean.log_partition)
     torch.testing.assert_close(noisy.marginals, clean.marginals)
+    torch.testing.assert_close(noisy.entropy, clean.entropy)
     assert torch.equal(noisy.argmax, clean.argmax)
     torch.testing.assert_close(noisy.log_prob(clean.argmax), clean.log_prob(clean.argmax))
     (grad,) = torch.autograd.grad((noisy.marginals * torch.randn_like(arcs)).sum(), dirty)
@@ -171,6 +177,7 @@ def test_masking_invariance(multiroot):
         torch.testing.assert_close(crf.marginals[b : b + 1, : words + 1, : words + 1],
                                    alone.marginals)
         assert torch.equal(crf.argmax[b : b + 1, : words + 1], alone.argmax)
+        torch.testing.assert_close(crf.entropy[b : b + 1], alone.entropy)
 
 
 @pytest.mark.parametrize("multiroot", ROOTS)
@@ -184,9 +191,16 @@ def test_gradcheck(multiroot):
     def marginals(x):
         return DependencyCRF(x, lengths, multiroot=multiroot).marginals
 
+    def entropy(x):
+        return DependencyCRF(x, lengths, multiroot=multiroot).entropy
+
     assert torch.autograd.gradcheck(log_partition, (arcs,))
     assert torch.autograd.gradgradcheck(log_partition, (arcs,))
     assert torch.autograd.gradcheck(marginals, (arcs,))
+    assert torch.autograd.gradcheck(entropy, (arcs,))
+    forbidden = arcs.detach().clone()
+    forbidden[:, 0, 2:] = -math.inf  # only word 1 may attach to the root
+    assert torch.autograd.gradcheck(entropy, (forbidden.requires_grad_(),))
 
 
 @pytest.mark.parametrize("multiroot", ROOTS)
@@ -203,12 +217,15 @@ def test_without_grad():
     reference = DependencyCRF(arcs.clone().requires_grad_(), lengths)
     with torch.no_grad():
         inside = DependencyCRF(arcs.clone().requires_grad_(), lengths)
-        marginals, log_z = inside.marginals, inside.log_partition
+        marginals, log_z, entropy = inside.marginals, inside.log_partition, inside.entropy
     plain = DependencyCRF(arcs, lengths)
-    for result in (marginals, log_z, plain.marginals, plain.log_partition):
+    for result in (marginals, log_z, entropy, plain.marginals, plain.log_partition,
+                   plain.entropy):
         assert not result.requires_grad
     torch.testing.assert_close(marginals, reference.marginals.detach())
+    torch.testing.assert_close(entropy, reference.entropy.detach())
     assert reference.marginals.requires_grad and reference.log_partition.requires_grad
+    assert reference.entropy.requires_grad
 
 
 @pytest.mark.parametrize("multiroot", ROOTS)
@@ -288,19 +305,21 @@ def float32_tolerance(algorithm, scale, words):
 
 def crf_results(arcs, lengths, multiroot):
     crf = DependencyCRF(arcs, lengths, multiroot=multiroot)
-    return crf.log_partition, crf.marginals
+    return crf.log_partition, crf.marginals, crf.entropy
 
 
 def brute_force_results(arcs, lengths, multiroot):
     expected = brute_force(arcs, lengths, multiroot)
-    return tuple(torch.stack([e[name] for e in expected]) for name in ("log_z", "marginals"))
+    return tuple(torch.stack([e[name] for e in expected])
+                 for name in ("log_z", "marginals", "entropy"))
 
 
 def with_gradients(arcs, lengths, multiroot, results_of, weights_dtype=torch.float64):
-    """``(results, gradient)``: log Z and marginals from ``results_of`` (:func:`crf_results` or
-    the float64 :func:`brute_force_results`) and the gradient w.r.t. ``arcs`` of a weighted sum
-    of both, the weights rounded to ``weights_dtype`` (autograd rounds the gradient of a
-    half-precision result to half precision: the reference must see the same weights)."""
+    """``(results, gradient)``: log Z, marginals and entropy from ``results_of``
+    (:func:`crf_results` or the float64 :func:`brute_force_results`) and the gradient w.r.t.
+    ``arcs`` of a weighted sum of them all, the weights rounded to ``weights_dtype`` (autograd
+    rounds the gradient of a half-precision result to half precision: the reference must see
+    the same weights)."""
     arcs = arcs.detach().clone().requires_grad_()
     results = results_of(arcs, lengths, multiroot)
     generator = torch.Generator().manual_seed(0)
@@ -321,19 +340,22 @@ def assert_best_tree(crf, expected, tolerance):
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf])
 def test_nan_and_infinite_scores_are_not_hidden(bad):
-    """A NaN or +inf arc score within a sentence makes its marginals NaN, not 0."""
+    """A NaN or +inf arc score within a sentence makes all its marginals and its entropy NaN,
+    not 0."""
     arcs = random_arcs(2, 4, seed=23)
     arcs[0, 1, 2] = bad
-    marginals = DependencyCRF(arcs).marginals
-    assert marginals[0].isnan().any() and torch.isfinite(marginals[1]).all()
+    crf = DependencyCRF(arcs)
+    assert crf.marginals[0].isnan().all() and torch.isfinite(crf.marginals[1]).all()
+    assert crf.entropy[0].isnan() and torch.isfinite(crf.entropy[1])
 
 
 @pytest.mark.parametrize("multiroot", ROOTS)
 @pytest.mark.parametrize("scale", SCALES)
 def test_float32_at_every_score_scale(algorithm, multiroot, scale):
-    """float32 log Z, marginals, argmax and gradients against the float64 brute force, with score
-    gaps up to 1e4 (the compiled kernel hands the sentences it cannot scale to its float64
-    log-space fallback, row by row)."""
+    """float32 log Z, marginals, entropy, argmax and gradients against the float64 brute force,
+    with score gaps up to 1e4 (the compiled kernel hands the sentences it cannot scale to its
+    float64 log-space fallback, row by row). The entropy stays exact: no ``log Z - E[score]``
+    in float32, whose rounding at 1e4 is some 1e-3 (compiled) to 20 nats (torch pass)."""
     words = 4
     arcs = gapped_arcs(4, words, scale, seed=int(math.log10(scale))).float()
     lengths = torch.tensor([4, 3, 1, 2])
@@ -367,7 +389,7 @@ def test_sentences_beyond_the_kernels_range_fall_back_exactly():
 @pytest.mark.parametrize("multiroot", ROOTS)
 def test_minus_infinity_forbids_arcs(algorithm, multiroot):
     """``-inf`` arcs (only word 1 may attach to the root; no arc 3 -> 4): probability exactly 0,
-    finite gradients, an argmax that avoids them."""
+    finite entropy and gradients, an argmax that avoids them."""
     arcs = random_arcs(3, 5, seed=13, scale=3.0)
     arcs[:, 0, 2:] = -math.inf
     arcs[:, 3, 4] = -math.inf
@@ -388,8 +410,8 @@ def test_minus_infinity_forbids_arcs(algorithm, multiroot):
 @pytest.mark.parametrize("dtype,scale", [(torch.bfloat16, 1.0), (torch.bfloat16, 1e4),
                                          (torch.float16, 1.0), (torch.float16, 1e3)])
 def test_half_precision_is_computed_in_float32(algorithm, dtype, scale):
-    """Half-precision arc scores give half-precision log Z, head marginals and gradients that
-    match float64 (on the same half-precision values) up to the rounding of the outputs."""
+    """Half-precision arc scores give half-precision log Z, head marginals, entropy and gradients
+    that match float64 (on the same half-precision values) up to the rounding of the outputs."""
     words = 5
     arcs = gapped_arcs(3, words, scale, seed=17).to(dtype)
     lengths = torch.tensor([5, 3, 1])
@@ -410,10 +432,49 @@ def test_autocast_gives_float32(algorithm):
     source = arcs.clone().requires_grad_()
     with torch.autocast("cpu", dtype=torch.bfloat16):
         crf = DependencyCRF(source, torch.tensor([6, 4]))
-        results = crf.log_partition, crf.marginals
+        results = crf.log_partition, crf.marginals, crf.entropy
     exact = crf_results(arcs.double(), torch.tensor([6, 4]), True)
     for ours, reference in zip(results, exact, strict=True):
         assert ours.dtype == torch.float32
         torch.testing.assert_close(ours.double(), reference, atol=1e-5, rtol=1e-5)
     (grad,) = torch.autograd.grad(sum(r.sum() for r in results), source)
     assert grad.dtype == torch.bfloat16 and torch.isfinite(grad).all()
+
+
+# ---------------------------------------------------------------------- entropy (issue 46)
+
+
+@pytest.mark.parametrize("multiroot", ROOTS)
+def test_entropy_of_uniform_trees_with_forbidden_arcs(algorithm, multiroot):
+    """All allowed trees score 0, so the entropy is the log of their number: no ``0 * -inf``
+    NaN from the forbidden arcs, in the value or the gradient (float32 and float64)."""
+    words = 4
+    arcs = torch.zeros(1, words + 1, words + 1, dtype=torch.float64)
+    forbidden = [(0, 3), (2, 1), (4, 3)]
+    for head, modifier in forbidden:
+        arcs[0, head, modifier] = -math.inf
+    allowed = [tree for tree in projective_trees(words, multiroot)
+               if not any(tree[m - 1] == h for h, m in forbidden)]
+    for dtype in (torch.float32, torch.float64):
+        source = arcs.to(dtype).requires_grad_()
+        entropy = DependencyCRF(source, multiroot=multiroot).entropy
+        torch.testing.assert_close(entropy, torch.tensor([math.log(len(allowed))], dtype=dtype))
+        (grad,) = torch.autograd.grad(entropy.sum(), source)
+        assert torch.isfinite(grad).all()
+        assert torch.all(grad[0, [h for h, _ in forbidden], [m for _, m in forbidden]] == 0)
+
+
+@pytest.mark.parametrize("multiroot", ROOTS)
+def test_entropy_is_differentiable_where_the_marginals_are(multiroot):
+    """The entropy's gradient is ``-Cov(1_arc, score)``: against the brute force, and zero
+    for a sentence with a single tree (one word)."""
+    arcs = random_arcs(3, 4, seed=29, scale=2.0)
+    lengths = torch.tensor([4, 1, 3])
+    source = arcs.clone().requires_grad_()
+    (grad,) = torch.autograd.grad(
+        DependencyCRF(source, lengths, multiroot=multiroot).entropy.sum(), source)
+    reference = arcs.clone().requires_grad_()
+    expected = torch.stack([e["entropy"] for e in brute_force(reference, lengths, multiroot)])
+    (expected_grad,) = torch.autograd.grad(expected.sum(), reference)
+    torch.testing.assert_close(grad, expected_grad)
+    assert torch.all(grad[1] == 0)

@@ -1,4 +1,5 @@
-"""Projective first-order dependency CRF (Eisner 1996): log-partition, arc marginals, argmax.
+"""Projective first-order dependency CRF (Eisner 1996): log-partition, arc marginals, argmax,
+entropy.
 
 The inside pass of Eisner's algorithm (Kim et al. 2017, appendix B) runs one Python step per span
 width; each step is a handful of batched tensor ops over the batch and all spans of that width.
@@ -6,6 +7,17 @@ Arc marginals are the gradient of the log-partition (``create_graph=True``, so t
 differentiable), which replaces the explicit outside pass; the argmax tree is the gradient of the
 same program in the max semiring. On CPU, when numba is installed, log Z and the marginals come
 instead from a compiled inside-outside pass with a closed-form backward (:mod:`._eisner_kernel`).
+The cached results and their precision rules are those of
+:class:`._distribution.StructuredDistribution`; the class below supplies the tree's program,
+scores and kernel.
+
+Entropy. Where the kernel serves, ``H = log Z - sum_arcs marginal * score`` from the kernel's
+float64 log Z and marginals (one more kernel run, with float64 outputs), forbidden and non-arcs
+left out of the sum: exact at any score scale (in float32, the rounding of log Z alone would be
+``eps * |log Z|``, and of the marginals times large scores far worse). Elsewhere the
+inside pass runs in the entropy semiring (:data:`._common.ENTROPY`) in the compute dtype: sums of
+local ``q log q`` with ``q`` conditional probabilities, accurate to the rounding of the score sums
+like the other results of the torch pass.
 
 Chart layout. With ``CR[s, t]`` / ``CL[s, t]`` the complete spans headed at ``s`` / ``t`` and
 ``IR`` / ``IL`` the incomplete ones (an arc ``s -> t`` / ``t -> s`` just added), width ``k`` needs
@@ -25,58 +37,31 @@ added separately, so each step appends one column to ``X`` and prepends one to `
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import math
 from functools import cached_property
 
 import torch
 from torch import Tensor
 
 from ..common.checks import check_float_tensor
-from ..common.precision import autocast_off
+from ..common.constants import very_negative
 from . import _eisner_kernel
 from ._common import (
+    ENTROPY,
+    LOG,
+    Semiring,
     as_grad_input,
     check_indices,
-    check_lengths,
-    inference_log_partition,
     local_autograd,
-    max_reduce,
-    precision,
     tracks_grad,
-    very_negative,
     widened,
 )
+from ._distribution import StructuredDistribution, gradient_inference
 
 __all__ = ["DependencyCRF"]
 
 
-@dataclass(frozen=True)
-class Semiring:
-    """The two operations the inside pass needs: ``reduce(x, dim)`` sums over a dimension and
-    ``add2(a, b)`` sums two tensors."""
-
-    reduce: Callable[[Tensor, int], Tensor]
-    add2: Callable[[Tensor, Tensor], Tensor]
-
-
-def _logaddexp(a: Tensor, b: Tensor) -> Tensor:
-    # Not torch.logaddexp: its double backward is NaN once |a - b| exceeds the exp range.
-    return torch.logsumexp(torch.stack([a, b]), 0)
-
-
-def _max_add2(a: Tensor, b: Tensor) -> Tensor:
-    # Not torch.maximum: its gradient splits ties in half, which would mix two trees.
-    return max_reduce(torch.stack([a, b]), 0)
-
-
-# torch.logsumexp (one fused op) measured faster here than a clamped log-sum-exp: the chart
-# holds no padding with ~-inf entries, so exp rarely underflows.
-LOG = Semiring(torch.logsumexp, _logaddexp)
-MAX = Semiring(max_reduce, _max_add2)
-
-
-class DependencyCRF:
+class DependencyCRF(StructuredDistribution):
     """A batch of distributions over projective dependency trees (first-order, arc-factored).
 
     Position 0 is the root symbol and positions ``1..N_b`` the words of sentence ``b``; a tree
@@ -95,19 +80,28 @@ class DependencyCRF:
         multiroot: if True the root may have several children; if False exactly one word is
             attached to the root.
 
+    Results (see :class:`._distribution.StructuredDistribution`): ``log_partition`` ``[B]``;
+    ``marginals`` ``[B, N+1, N+1]``, the arc probabilities ``P(head(m) = h)`` at ``[b, h, m]``,
+    column ``m`` summing to 1 for the words ``m = 1..N_b``, non-arc entries exactly 0;
+    ``argmax`` ``[B, N+1]`` long, the head of each word in the highest-scoring tree (always one
+    valid projective tree, single-rooted if ``multiroot`` is False), 0 in the root slot and at
+    padding; ``entropy`` ``[B]``, finite with ``-inf`` arcs; ``log_prob(heads)``.
+
     Precision: everything is computed in float64 for float64 ``arc_scores`` and in float32
     otherwise (float16 and bfloat16 inputs are widened), with autocast disabled. Floating-point
-    results (``log_partition``, ``marginals``, ``log_prob``) are returned in the dtype of
-    ``arc_scores``, except when the distribution is built under ``torch.autocast`` on the
-    scores' device: then they keep the compute dtype (float32, or float64 for a float64 input),
-    like autocast's ``logsumexp`` and ``softmax``. Gradients reach ``arc_scores`` in its dtype.
-    Any score scale works: the compiled kernel is exact (float64; sentences beyond its range go
-    to a float64 log-space pass); the torch pass (other devices) works in log space in the
-    compute dtype, accurate to its rounding of the score sums.
+    results (``log_partition``, ``marginals``, ``entropy``, ``log_prob``) are returned in the
+    dtype of ``arc_scores``, except when the distribution is built under ``torch.autocast`` on
+    the scores' device: then they keep the compute dtype (float32, or float64 for a float64
+    input), like autocast's ``logsumexp`` and ``softmax``. Gradients reach ``arc_scores`` in its
+    dtype. Any score scale works: the compiled kernel is exact (float64; sentences beyond its
+    range go to a float64 log-space pass; the entropy is formed in float64 too); the torch pass
+    (other devices) works in log space in the compute dtype, accurate to its rounding of the
+    score sums.
 
     Results are computed on first access and cached; they are differentiable w.r.t.
-    ``arc_scores`` when it requires grad and grad mode is on at that time (the marginals too;
-    the compiled kernel's once), and plain tensors otherwise, also under ``torch.no_grad()``.
+    ``arc_scores`` when it requires grad and grad mode is on at that time (the marginals and the
+    entropy too; the compiled kernel's once), and plain tensors otherwise, also under
+    ``torch.no_grad()``.
 
     Raises:
         ValueError: wrong rank or shape, non-floating dtype, lengths outside ``[1, N]``.
@@ -125,34 +119,9 @@ class DependencyCRF:
                 f"{list(arc_scores.shape)}"
             )
         self.arc_scores = arc_scores
-        self.lengths = check_lengths(lengths, batch, size - 1, owner, arc_scores.device)
+        super().__init__(lengths, size - 1, arc_scores)
         self.multiroot = bool(multiroot)
-        self.batch_size, self.num_words = batch, size - 1
-        self._dtype, self._result_dtype = precision(arc_scores)
-
-    @cached_property
-    def log_partition(self) -> Tensor:
-        """``[B]`` log of the sum of ``exp(score(tree))`` over all trees of each sentence."""
-        return self._log_partition.to(self._result_dtype)
-
-    @cached_property
-    def marginals(self) -> Tensor:
-        """``[B, N+1, N+1]`` arc probabilities ``P(head(m) = h)`` at ``[b, h, m]``.
-
-        Column ``m`` sums to 1 for the words ``m = 1..N_b``; non-arc entries are exactly 0.
-        """
-        return self._inference[1].to(self._result_dtype)
-
-    @cached_property
-    def argmax(self) -> Tensor:
-        """``[B, N+1]`` long: head of each word in the highest-scoring tree, 0 in the root slot
-        and at padding. Always one valid projective tree (single-rooted if ``multiroot`` is
-        False); ties are broken deterministically."""
-        with local_autograd(), autocast_off(self.arc_scores.device):
-            arcs = as_grad_input(self._arcs, track=False)
-            best = _log_partition_of(arcs, self.lengths, self.multiroot, MAX)
-            (tree,) = torch.autograd.grad(best.sum(), arcs)
-        return tree.argmax(1)
+        self.num_words = size - 1
 
     def log_prob(self, heads: Tensor) -> Tensor:
         """``[B]`` log-probability of the trees given as head indices ``heads [B, N+1]``.
@@ -163,62 +132,86 @@ class DependencyCRF:
         is not checked, and for other head vectors the result is not a log-probability.
         Differentiable w.r.t. ``arc_scores`` like ``log_partition``.
         """
+        return super().log_prob(heads)
+
+    # ------------------------------------------------------------------ the tree's pieces
+
+    @cached_property
+    def _scores(self) -> tuple[Tensor]:
+        """The arc scores in the compute dtype (see :func:`widened`)."""
+        return (widened(self.arc_scores, self._dtype),)
+
+    @property
+    def _arcs(self) -> Tensor:
+        return self._scores[0]
+
+    def _program(self, scores: tuple[Tensor], semiring: Semiring) -> Tensor:
+        return _log_partition_of(scores[0], self.lengths, self.multiroot, semiring)
+
+    @property
+    def _kernel_serves(self) -> bool:
+        return _eisner_kernel.usable(self.arc_scores)
+
+    def _kernel_inference(self, scores: tuple[Tensor], track: bool) -> tuple[Tensor, Tensor]:
+        """``(log_partition, marginals)`` by the compiled inside-outside of
+        :mod:`._eisner_kernel`, in the dtype of ``scores``. Sentences that the kernel's
+        probability space cannot hold (their best tree some 575 nats or more below the best
+        head of every word, see :mod:`._eisner_kernel`) are solved in log space, in float64,
+        instead."""
+        (arcs,) = scores
+        log_z, marginals, ok = _eisner_kernel.TreeInference.apply(arcs, self.lengths,
+                                                                  self.multiroot)
+        if not bool(ok.all()):
+            rows = (~ok).nonzero()[:, 0]
+            lengths = self.lengths[rows]
+            exact = gradient_inference(
+                lambda a: _log_partition_of(a, lengths, self.multiroot, LOG),
+                (arcs[rows].double(),), track)
+            log_z = log_z.index_put((rows,), exact[0].to(log_z.dtype))
+            marginals = marginals.index_put((rows,), exact[1].to(marginals.dtype))
+        return log_z, marginals
+
+    def _entropy(self) -> Tensor:
+        """By the kernel's float64 results where it serves, otherwise by the inside pass in
+        the entropy semiring (see the module docstring)."""
+        if not self._kernel_serves:
+            return _log_partition_of(self._arcs, self.lengths, self.multiroot, ENTROPY).imag
+        track = tracks_grad(self.arc_scores)
+        with local_autograd():
+            arcs = as_grad_input(widened(self._arcs, torch.float64), track)
+            log_z, marginals = self._kernel_inference((arcs,), track)
+            # forbidden arcs have marginal exactly 0: leave them out, as 0 * -inf is NaN
+            allowed = _real_arcs(self.lengths, arcs.shape[-1]) & (arcs != -math.inf)
+            entropy = log_z - (marginals * torch.where(allowed, arcs, 0.0)).sum((1, 2))
+        return (entropy if track else entropy.detach()).to(self._dtype)
+
+    def _checked_structure(self, heads: object) -> Tensor:
         owner = "DependencyCRF"
         heads = check_indices(heads, (self.batch_size, self.num_words + 1), "heads", owner,
                               self.arc_scores.device)
         positions = torch.arange(self.num_words + 1, device=heads.device)
-        words = (positions > 0) & (positions <= self.lengths[:, None])
+        words = self._word_mask
         heads = torch.where(words, heads, 0)
         invalid = words & ((heads < 0) | (heads > self.lengths[:, None]) | (heads == positions))
         if invalid.any():
             raise ValueError(f"{owner}: each word's head must lie in [0, N_b] and differ from the "
                              "word itself")
-        with autocast_off(self.arc_scores.device):
-            real = _real_arcs(self.lengths, self.num_words + 1)
-            arcs = torch.where(real, self._arcs, 0.0)
-            score = arcs.gather(1, heads[:, None, :]).squeeze(1)
-            score = torch.where(words, score, 0.0).sum(-1)
-            return (score - self._log_partition).to(self._result_dtype)
+        return heads
 
-    # ------------------------------------------------------------------ internals
+    def _score(self, heads: Tensor) -> Tensor:
+        real = _real_arcs(self.lengths, self.num_words + 1)
+        arcs = torch.where(real, self._arcs, 0.0)
+        score = arcs.gather(1, heads[:, None, :]).squeeze(1)
+        return torch.where(self._word_mask, score, 0.0).sum(-1)
 
-    @cached_property
-    def _arcs(self) -> Tensor:
-        """The arc scores in the compute dtype (see :func:`widened`)."""
-        return widened(self.arc_scores, self._dtype)
+    def _structure_of(self, tree: Tensor) -> Tensor:
+        return tree.argmax(1)
 
-    @cached_property
-    def _log_partition(self) -> Tensor:
-        """``[B]`` log Z in the compute dtype (see :func:`._common.inference_log_partition`)."""
-        return inference_log_partition(
-            self, _eisner_kernel.usable(self.arc_scores), self.arc_scores.device,
-            lambda: _log_partition_of(self._arcs, self.lengths, self.multiroot, LOG))
-
-    @cached_property
-    def _inference(self) -> tuple[Tensor, Tensor]:
-        """``(log_partition, marginals)`` in the compute dtype: on CPU with numba installed by
-        the compiled inside-outside of :mod:`._eisner_kernel`, otherwise as the gradient of
-        log Z. Sentences that the kernel's probability space cannot hold (their best tree some
-        575 nats or more below the best head of every word, see :mod:`._eisner_kernel`) are
-        solved in log space, in float64, instead."""
-        track = tracks_grad(self.arc_scores)
-        with local_autograd(), autocast_off(self.arc_scores.device):
-            arcs = as_grad_input(self._arcs, track)
-            if _eisner_kernel.usable(self.arc_scores):
-                log_z, marginals, ok = _eisner_kernel.TreeInference.apply(
-                    arcs, self.lengths, self.multiroot)
-                if not bool(ok.all()):
-                    rows = (~ok).nonzero()[:, 0]
-                    exact = _log_space_inference(arcs[rows].double(), self.lengths[rows],
-                                                 self.multiroot, track)
-                    log_z = log_z.index_put((rows,), exact[0].to(log_z.dtype))
-                    marginals = marginals.index_put((rows,), exact[1].to(marginals.dtype))
-            else:
-                log_z, marginals = _log_space_inference(arcs, self.lengths, self.multiroot,
-                                                        track)
-        if not track:
-            log_z, marginals = log_z.detach(), marginals.detach()
-        return log_z, marginals
+    @property
+    def _word_mask(self) -> Tensor:
+        """``[B, N+1]`` bool, True at the words ``1..N_b`` (not cached, like the chain's)."""
+        positions = torch.arange(self.num_words + 1, device=self.arc_scores.device)
+        return (positions > 0) & (positions <= self.lengths[:, None])
 
 
 def _real_arcs(lengths: Tensor, size: int) -> Tensor:
@@ -236,19 +229,9 @@ def _log_partition_of(arcs: Tensor, lengths: Tensor, multiroot: bool,
     at each sentence's length ``lengths [B]``. ``-inf`` scores are raised to a finite ~-inf
     (with zero gradient), which keeps NaN out of the gradients."""
     arcs = torch.where(_real_arcs(lengths, arcs.shape[-1]), arcs, 0.0)
-    arcs = arcs.clamp_min(very_negative(arcs.dtype))
+    arcs = semiring.lift(arcs.clamp_min(very_negative(arcs.dtype)))
     roots = _eisner_inside(arcs, semiring, multiroot)
     return roots.gather(1, (lengths - 1)[:, None]).squeeze(1)
-
-
-def _log_space_inference(arcs: Tensor, lengths: Tensor, multiroot: bool,
-                         track: bool) -> tuple[Tensor, Tensor]:
-    """``(log Z [B], marginals [B, N+1, N+1])`` of ``arcs`` (a tensor that autograd can
-    differentiate w.r.t.) by the log-space inside pass and its gradient; the marginals keep
-    their graph (``create_graph``) when ``track``."""
-    log_z = _log_partition_of(arcs, lengths, multiroot, LOG)
-    (marginals,) = torch.autograd.grad(log_z.sum(), arcs, create_graph=track)
-    return log_z, marginals
 
 
 def _eisner_inside(arcs: Tensor, semiring: Semiring, multiroot: bool) -> Tensor:
@@ -277,9 +260,9 @@ def _eisner_inside(arcs: Tensor, semiring: Semiring, multiroot: bool) -> Tensor:
                                          complete_right)
         prev = complete_right[:, :spans]
         x, y = x[:, :, :spans], y[:, :, 1:]  # align starts s with ends s + width
-        sums = semiring.reduce(x + y, -1)  # [3, B, spans]
-        incomplete = semiring.add2(sums[0], prev) + diagonals[width][:, :, :spans]
-        complete = semiring.add2(incomplete, sums[1:])
+        sums = semiring.sum(x + y, -1)  # [3, B, spans]
+        incomplete = semiring.add(sums[0], prev) + diagonals[width][:, :, :spans]
+        complete = semiring.add(incomplete, sums[1:])
         incomplete_right, incomplete_left = incomplete.unbind(0)
         complete_right, complete_left = complete.unbind(0)
         roots.append(complete_right[:, 0])

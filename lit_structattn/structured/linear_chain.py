@@ -8,53 +8,32 @@ log-partition (``torch.autograd.grad(..., create_graph=True)``), which is itself
 On CPU when numba is installed, and on CUDA when Triton is, log Z and the marginals come instead
 from a compiled forward-backward with a closed-form backward (:mod:`._chain_kernel`; on CPU,
 marginals forward and backward about 6x faster at C = 2, B = 64, T = 50). Viterbi is the
-gradient of the same program in the max semiring.
+gradient of the same program in the max semiring (:mod:`._common`). The cached results and their
+precision rules are those of :class:`._distribution.StructuredDistribution`; the class below
+supplies the chain's program, scores and kernel.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
 from functools import cached_property
 
 import torch
 from torch import Tensor
 
 from ..common.checks import check_float_tensor, describe
-from ..common.precision import autocast_off
+from ..common.constants import very_negative
 from . import _chain_kernel
-from ._common import (
-    as_grad_input,
-    check_indices,
-    check_lengths,
-    inference_log_partition,
-    local_autograd,
-    max_reduce,
-    precision,
-    tracks_grad,
-    very_negative,
-    widened,
-)
+from ._common import CLAMPED_LOG, Semiring, check_indices, widened
+from ._distribution import StructuredDistribution
 
 __all__ = ["LinearChainCRF"]
-
-Reduce = Callable[[Tensor, int], Tensor]
-
-# Terms more than ``log(eps) - 10`` nats below the largest (about -26 in float32, -46 in float64)
-# change a sum of up to a few thousand terms by far less than its rounding, and clamping them
-# there keeps ``exp`` off its (~100x slower) underflow path on CPU, which padding (identity
-# matrices with ~-inf off the diagonal) and forbidden transitions would otherwise hit; nor can
-# their products with gradients reach the slow denormal range in the backward pass.
-def _log_floor(dtype: torch.dtype) -> float:
-    return math.log(torch.finfo(dtype).eps) - 10.0
-
 
 # Use the log-depth scan when batch * labels**3 is at most this (measured at B=32, T=100 with two
 # threads: the scan is ~3x faster than the time loop at C=2, even at C=8, ~10x slower at C=25).
 _SCAN_MAX_WORK = 16_384
 
 
-class LinearChainCRF:
+class LinearChainCRF(StructuredDistribution):
     """A batch of linear-chain CRFs over label sequences ``y = (y_0, ..., y_{L-1})``.
 
     ``score(y) = sum_t unary[b, t, y_t] + sum_{t < L-1} transition[b, t, y_t, y_{t+1}]`` and
@@ -69,6 +48,11 @@ class LinearChainCRF:
             dtype, not necessarily that of ``unary``.
         lengths: ``[B]`` integer chain lengths in ``[1, T]``; ``None`` means all ``T``. Scores at
             positions ``>= L_b`` and on edges ``>= L_b - 1`` are ignored (any finite value).
+
+    Results (see :class:`._distribution.StructuredDistribution`): ``log_partition`` ``[B]``;
+    ``marginals`` ``[B, T, C]``, ``P(y_t = c)``, rows summing to 1 for ``t < L_b`` and exactly
+    0 beyond; ``edge_marginals``; ``argmax`` ``[B, T]`` long, the Viterbi sequence, 0 at
+    padding; ``entropy`` ``[B]``; ``log_prob(tags)``.
 
     Scores may be ``-inf`` to forbid a label or a transition (probability exactly 0, zero
     gradient); every chain needs a sequence without one. A NaN or ``+inf`` score within a chain
@@ -95,26 +79,15 @@ class LinearChainCRF:
         ValueError: wrong ranks or shapes, non-floating dtypes, lengths outside ``[1, T]``.
     """
 
+    # padding (identity matrices with ~-inf off the diagonal) makes exp underflow often
+    _LOG = CLAMPED_LOG
+
     def __init__(self, unary: Tensor, transition: Tensor, lengths: Tensor | None = None) -> None:
         owner = "LinearChainCRF"
         self.unary = check_float_tensor(unary, "unary", owner, rank=3)
-        batch, steps, labels = unary.shape
         self.transition = _check_transition(transition, unary, owner)
-        self.lengths = check_lengths(lengths, batch, steps, owner, unary.device)
-        self.batch_size, self.num_steps, self.num_labels = batch, steps, labels
-        self._dtype, self._result_dtype = precision(unary, transition)
-
-    # ------------------------------------------------------------------ public results
-
-    @cached_property
-    def log_partition(self) -> Tensor:
-        """``[B]`` log of the sum of ``exp(score(y))`` over all label sequences of length L_b."""
-        return self._log_partition.to(self._result_dtype)
-
-    @cached_property
-    def marginals(self) -> Tensor:
-        """``[B, T, C]`` ``P(y_t = c)``; rows sum to 1 for ``t < L_b``, exactly 0 beyond."""
-        return self._inference[1].to(self._result_dtype)
+        super().__init__(lengths, unary.shape[1], unary, transition)
+        self.num_steps, self.num_labels = unary.shape[1:]
 
     @cached_property
     def edge_marginals(self) -> Tensor:
@@ -122,85 +95,15 @@ class LinearChainCRF:
         padded edges ``t >= L_b - 1``."""
         return self._inference[2].to(self._result_dtype)
 
-    @cached_property
-    def argmax(self) -> Tensor:
-        """``[B, T]`` long: the highest-scoring label sequence (Viterbi), 0 at padding.
-
-        Ties are broken deterministically; the result is never differentiable.
-        """
-        with local_autograd(), autocast_off(self.unary.device):
-            unary, transition = self._grad_inputs(track=False)
-            best = self._log_partition_of(unary, transition, max_reduce)
-            (onehot,) = torch.autograd.grad(best.sum(), unary)
-        return onehot.argmax(-1)
-
-    @cached_property
-    def entropy(self) -> Tensor:
-        """``[B]`` entropy ``-sum_y p(y) log p(y)`` in nats.
-
-        Computed from the marginals, ``H = sum_t H(y_t, y_{t+1}) - sum_{0 < t < L-1} H(y_t)``
-        (exact on a chain; ``H(y_0)`` when ``L = 1``), not as ``log Z - E[score]``, which loses
-        all digits when scores are large and is NaN with ``-inf`` (forbidden) scores.
-        """
-        _, node, edge = self._inference
-        with autocast_off(self.unary.device):
-            steps = torch.arange(self.num_steps, device=self.unary.device)
-            # edges at position t, minus one: 1 inside a chain, 0 at its ends, -1 if L = 1
-            weight = (steps > 0).to(node.dtype) + (steps < self.lengths[:, None] - 1) - 1
-            pairs = _entropy_terms(edge).sum((1, 2, 3))
-            return (pairs - (weight * _entropy_terms(node).sum(-1)).sum(-1)).to(
-                self._result_dtype)
-
     def log_prob(self, tags: Tensor) -> Tensor:
         """``[B]`` log-probability of the label sequences ``tags`` (``[B, T]`` integer).
 
         Tags at padded positions ``t >= L_b`` are ignored; the others must lie in ``[0, C)``.
         Differentiable w.r.t. the potentials like ``log_partition``.
         """
-        tags = check_indices(tags, (self.batch_size, self.num_steps), "tags", "LinearChainCRF",
-                             self.unary.device)
-        tags = torch.where(self._node_mask, tags, 0)
-        if ((tags < 0) | (tags >= self.num_labels)).any():
-            raise ValueError(f"LinearChainCRF: tags must lie in [0, {self.num_labels}) at "
-                             "positions within the lengths")
-        with autocast_off(self.unary.device):
-            unary, transition = self._masked(*self._scores)
-            score = unary.gather(-1, tags[..., None]).sum((1, 2))
-            pairs = (tags[:, :-1] * self.num_labels + tags[:, 1:])[..., None]
-            score = score + transition.flatten(2).gather(-1, pairs).sum((1, 2))
-            return (score - self._log_partition).to(self._result_dtype)
+        return super().log_prob(tags)
 
-    # ------------------------------------------------------------------ internals
-
-    @cached_property
-    def _log_partition(self) -> Tensor:
-        """``[B]`` log Z in the compute dtype (see :func:`._common.inference_log_partition`)."""
-        return inference_log_partition(
-            self, _chain_kernel.backend_for(self.unary) is not None, self.unary.device,
-            lambda: self._log_partition_of(*self._scores, logsumexp))
-
-    @cached_property
-    def _inference(self) -> tuple[Tensor, Tensor, Tensor]:
-        """``(log_partition, marginals, edge_marginals)`` in the compute dtype: by the compiled
-        forward-backward of :mod:`._chain_kernel` where a backend serves the device (numba on
-        CPU, Triton on CUDA), otherwise as gradients of log Z."""
-        track = tracks_grad(self.unary, self.transition)
-        with local_autograd(), autocast_off(self.unary.device):
-            unary, transition = self._grad_inputs(track)
-            backend = _chain_kernel.backend_for(self.unary)
-            if backend is not None:
-                results = _chain_kernel.ChainInference.apply(unary, transition, self.lengths,
-                                                             backend)
-            else:
-                log_z = self._log_partition_of(unary, transition, logsumexp)
-                node, edge = torch.autograd.grad(log_z.sum(), (unary, transition),
-                                                 create_graph=track,
-                                                 materialize_grads=True)  # T = 1: no edges
-                # a NaN or +inf score: NaN marginals (logsumexp's clamp would give them 0)
-                bad = ~torch.isfinite(log_z)
-                results = (log_z, node.masked_fill(bad[:, None, None], math.nan),
-                           edge.masked_fill(bad[:, None, None, None], math.nan))
-        return results if track else tuple(r.detach() for r in results)
+    # ------------------------------------------------------------------ the chain's pieces
 
     @cached_property
     def _scores(self) -> tuple[Tensor, Tensor]:
@@ -213,11 +116,45 @@ class LinearChainCRF:
         return (widened(self.unary, self._dtype),
                 transition.expand(batch, steps - 1, labels, labels))
 
-    def _grad_inputs(self, track: bool) -> tuple[Tensor, Tensor]:
-        """:attr:`_scores` ready for ``torch.autograd.grad`` (see :func:`as_grad_input`; call
-        inside ``local_autograd``)."""
-        unary, transition = self._scores
-        return as_grad_input(unary, track), as_grad_input(transition, track)
+    @property
+    def _kernel_serves(self) -> bool:
+        return _chain_kernel.backend_for(self.unary) is not None
+
+    def _kernel_inference(self, scores: tuple[Tensor, Tensor],
+                          track: bool) -> tuple[Tensor, Tensor, Tensor]:
+        """``(log_partition, marginals, edge_marginals)`` by the compiled forward-backward of
+        :mod:`._chain_kernel` (numba on CPU, Triton on CUDA)."""
+        return _chain_kernel.ChainInference.apply(*scores, self.lengths,
+                                                  _chain_kernel.backend_for(self.unary))
+
+    def _entropy(self) -> Tensor:
+        """Computed from the marginals, ``H = sum_t H(y_t, y_{t+1}) - sum_{0 < t < L-1} H(y_t)``
+        (exact on a chain; ``H(y_0)`` when ``L = 1``), not as ``log Z - E[score]``, which loses
+        all digits when scores are large and is NaN with ``-inf`` (forbidden) scores."""
+        _, node, edge = self._inference
+        steps = torch.arange(self.num_steps, device=self.unary.device)
+        # edges at position t, minus one: 1 inside a chain, 0 at its ends, -1 if L = 1
+        weight = (steps > 0).to(node.dtype) + (steps < self.lengths[:, None] - 1) - 1
+        pairs = _entropy_terms(edge).sum((1, 2, 3))
+        return pairs - (weight * _entropy_terms(node).sum(-1)).sum(-1)
+
+    def _checked_structure(self, tags: object) -> Tensor:
+        tags = check_indices(tags, (self.batch_size, self.num_steps), "tags", "LinearChainCRF",
+                             self.unary.device)
+        tags = torch.where(self._node_mask, tags, 0)
+        if ((tags < 0) | (tags >= self.num_labels)).any():
+            raise ValueError(f"LinearChainCRF: tags must lie in [0, {self.num_labels}) at "
+                             "positions within the lengths")
+        return tags
+
+    def _score(self, tags: Tensor) -> Tensor:
+        unary, transition = self._masked(*self._scores)
+        score = unary.gather(-1, tags[..., None]).sum((1, 2))
+        pairs = (tags[:, :-1] * self.num_labels + tags[:, 1:])[..., None]
+        return score + transition.flatten(2).gather(-1, pairs).sum((1, 2))
+
+    def _structure_of(self, onehot: Tensor) -> Tensor:
+        return onehot.argmax(-1)
 
     @property
     def _node_mask(self) -> Tensor:
@@ -232,11 +169,12 @@ class LinearChainCRF:
         return torch.where(self._node_mask[..., None], unary, 0.0), \
             torch.where(edge_ok, transition, 0.0)
 
-    def _log_partition_of(self, unary: Tensor, transition: Tensor, reduce: Reduce) -> Tensor:
-        """``[B]`` log-partition (``reduce`` = log-sum-exp) or best score (``reduce`` = max) over
-        sequences. Padded edges become identity matrices (0 on the diagonal, ~-inf elsewhere)
-        with no unary score, so every chain ends at ``T - 1``; ``-inf`` scores are raised to
-        the same finite ~-inf (with zero gradient), which keeps NaN out of the gradients."""
+    def _program(self, scores: tuple[Tensor, Tensor], semiring: Semiring) -> Tensor:
+        """``[B]`` semiring sum over sequences (log-partition, best score, ...). Padded edges
+        become identity matrices (0 on the diagonal, ~-inf elsewhere) with no unary score, so
+        every chain ends at ``T - 1``; ``-inf`` scores are raised to the same finite ~-inf
+        (with zero gradient), which keeps NaN out of the gradients."""
+        unary, transition = scores
         node_ok = self._node_mask
         unary = torch.where(node_ok[..., None], unary, 0.0)
         labels = self.num_labels
@@ -244,22 +182,11 @@ class LinearChainCRF:
         identity = torch.full((labels, labels), floor, dtype=unary.dtype,
                               device=unary.device).fill_diagonal_(0.0)
         transition = torch.where(node_ok[:, 1:, None, None], transition, identity)
-        edges = (transition + unary[:, 1:, None, :]).clamp_min(floor)
-        first = unary[:, 0].clamp_min(floor)
+        edges = semiring.lift((transition + unary[:, 1:, None, :]).clamp_min(floor))
+        first = semiring.lift(unary[:, 0].clamp_min(floor))
         if self.batch_size * labels**3 <= _SCAN_MAX_WORK:
-            return _tree_reduce(first, edges, reduce)
-        return _time_loop(first, edges, reduce)
-
-
-def logsumexp(x: Tensor, dim: int) -> Tensor:
-    """``log(sum(exp(x), dim))``, stable, twice differentiable, fast on CPU.
-
-    The shift is detached (the result does not depend on it), so the backward pass is just the
-    softmax weights ``exp(x - result)``; terms far below the largest are clamped (see
-    :func:`_log_floor`), a relative change far below the floating-point resolution.
-    """
-    shift = x.detach().amax(dim, keepdim=True)
-    return (x - shift).clamp_min(_log_floor(x.dtype)).exp().sum(dim).log() + shift.squeeze(dim)
+            return _tree_reduce(first, edges, semiring)
+        return _time_loop(first, edges, semiring)
 
 
 def _entropy_terms(p: Tensor) -> Tensor:
@@ -268,16 +195,16 @@ def _entropy_terms(p: Tensor) -> Tensor:
     return -p * torch.where(p > 0, p, 1.0).log()
 
 
-def _time_loop(first: Tensor, edges: Tensor, reduce: Reduce) -> Tensor:
-    """``[B]`` reduction of ``first [B, C]`` times the ``edges [B, T-1, C, C]`` chain, one
+def _time_loop(first: Tensor, edges: Tensor, semiring: Semiring) -> Tensor:
+    """``[B]`` semiring sum of ``first [B, C]`` times the ``edges [B, T-1, C, C]`` chain, one
     vector-matrix product per time step."""
     alpha = first
     for edge in edges.unbind(1):
-        alpha = reduce(alpha[:, :, None] + edge, 1)
-    return reduce(alpha, -1)
+        alpha = semiring.sum(alpha[:, :, None] + edge, 1)
+    return semiring.sum(alpha, -1)
 
 
-def _tree_reduce(first: Tensor, edges: Tensor, reduce: Reduce) -> Tensor:
+def _tree_reduce(first: Tensor, edges: Tensor, semiring: Semiring) -> Tensor:
     """Same result as ``_time_loop`` by a log-depth tree of pairwise matrix products.
 
     Matrices are laid out ``[C, C, B, n]`` so the batch and time dimensions are innermost and
@@ -285,7 +212,7 @@ def _tree_reduce(first: Tensor, edges: Tensor, reduce: Reduce) -> Tensor:
     """
     batch, labels = first.shape
     if edges.shape[1] == 0:
-        return reduce(first, -1)
+        return semiring.sum(first, -1)
     chain = edges.permute(2, 3, 0, 1)
     chain = torch.cat([chain[..., :1] + first.t()[:, None, :, None], chain[..., 1:]], -1)
     while chain.shape[-1] > 1:
@@ -293,9 +220,9 @@ def _tree_reduce(first: Tensor, edges: Tensor, reduce: Reduce) -> Tensor:
         even = count - count % 2
         left = chain[..., 0:even:2].unsqueeze(2)
         right = chain[..., 1:even:2].unsqueeze(0)
-        product = reduce(left + right, 1)
+        product = semiring.sum(left + right, 1)
         chain = torch.cat([product, chain[..., even:]], -1) if even < count else product
-    return reduce(chain.reshape(labels * labels, batch), 0)
+    return semiring.sum(chain.reshape(labels * labels, batch), 0)
 
 
 def _check_transition(transition: object, unary: Tensor, owner: str) -> Tensor:
