@@ -59,15 +59,18 @@ def parser_settings(epochs: int, embed_dim: int, hidden_dim: int, seed: int = 0,
                     batch_size: int = 32, lr: float = 0.01, dropout: float = 0.3,
                     max_length: int = 60) -> dict:
     """Everything the parser trained by :func:`train_parser` depends on, its cache key: the
-    training options as given and ``treebank``, the sha256 (hex) of the bytes of the EWT files
-    (:func:`treebank_folder`), train, dev and test in that order."""
+    training options as given, ``batch_order`` (``"torch"``: the side models' loop draws the
+    order of the batches from a torch generator; parsers of the older loop, which drew it with
+    Python's ``random``, are keyed without it and trained again) and ``treebank``, the sha256
+    (hex) of the bytes of the EWT files (:func:`treebank_folder`), train, dev and test in that
+    order."""
     digest = hashlib.sha256()
     found = treebank_folder()
     for name in EWT_FILES.values():
         digest.update((found / name).read_bytes())
     return {"epochs": epochs, "embed_dim": embed_dim, "hidden_dim": hidden_dim, "seed": seed,
             "batch_size": batch_size, "lr": lr, "dropout": dropout, "max_length": max_length,
-            "treebank": digest.hexdigest()}
+            "batch_order": "torch", "treebank": digest.hexdigest()}
 
 
 def parser_path(settings: dict) -> Path:
