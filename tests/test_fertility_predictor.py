@@ -8,14 +8,12 @@ import pytest
 import torch
 
 from lit_structattn.datamodules.translation import TranslationDataModule
-from lit_structattn.models.fertility import (
-    FertilityPredictor,
+from lit_structattn.models.fertility import FertilityPredictor
+from lit_structattn.prepare.fertility import (
     fertility_targets,
     fit_fertility_predictor,
-    predict_fertilities,
-)
-from lit_structattn.prepare.fertility import (
     give_predicted_fertilities,
+    predict_fertilities,
     predictor_file,
     train_fertility_predictor,
 )

@@ -1,7 +1,10 @@
 """The PREDICTED fertilities of Malaviya et al. (2018, §4): the application trains the fertility
 predictor (:class:`~lit_structattn.models.fertility.FertilityPredictor`) on what a
 :class:`~lit_structattn.datamodules.translation.TranslationDataModule` provides, and gives its
-predictions back to the data; the data trains no model.
+predictions back to the data; the data trains no model. The targets are the aligned count of
+every source token (:func:`fertility_targets`), the training is the side models' loop
+(:func:`fit_fertility_predictor`, :func:`~lit_structattn.prepare.loop.fit`) and the predictions
+are the expected class + 1 (:func:`predict_fertilities`).
 
 Two steps, as Lightning's hooks run them under DDP (``TranslationTask`` calls both):
 
@@ -25,20 +28,92 @@ it in the cache go on identically.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from functools import partial
 from pathlib import Path
 
 import torch
 from lightning.pytorch.utilities import rank_zero_info
+from torch import Tensor
 
+from ..datamodules.batching import pad_rows
 from ..datamodules.files import atomic_path
 from ..datamodules.translation import TranslationDataModule
-from ..models.fertility import (
-    FertilityPredictor,
-    fertility_targets,
-    fit_fertility_predictor,
-    predict_fertilities,
-)
+from ..models.fertility import FertilityPredictor
 from ..run.cache_records import load_record
+from .loop import fit
+
+
+def fertility_targets(
+    links: Sequence[Iterable[tuple[int, int]]], source_lengths: Sequence[int], classes: int = 10
+) -> list[list[int]]:
+    """Per source token, the number of target words it is linked to, capped at ``classes - 1``
+    (source-to-target links per sentence, e.g. from
+    :func:`lit_structattn.datamodules.alignment.align`). ``ValueError`` if ``links`` and
+    ``source_lengths`` differ in length."""
+    if len(links) != len(source_lengths):
+        raise ValueError(f"{len(links)} link sets but {len(source_lengths)} source lengths")
+    targets = []
+    for sentence_links, length in zip(links, source_lengths, strict=True):
+        counts = Counter(i for i, _ in sentence_links)
+        targets.append([min(counts.get(i, 0), classes - 1) for i in range(length)])
+    return targets
+
+
+def fit_fertility_predictor(
+    sources: Sequence[Sequence[int]], targets: Sequence[Sequence[int]], vocab_size: int,
+    epochs: int = 5, batch_size: int = 64, lr: float = 1e-3, seed: int = 0, **sizes: int,
+) -> FertilityPredictor:
+    """Train a :class:`~lit_structattn.models.fertility.FertilityPredictor` (Adam, gradient norm
+    5) on source id sequences and their aligner fertility classes (:func:`fertility_targets`)
+    through the side models' loop (:func:`~lit_structattn.prepare.loop.fit`: batches of similar
+    length in random order, a progress bar); ``sizes`` go to the predictor (``embed_dim``,
+    ``hidden_dim``, ...). Returns the model in eval mode. ``ValueError`` if a source and its
+    targets differ in length (or the lists do).
+
+    Everything random (initialization, batch order, dropout) follows ``seed`` alone and the
+    global random state is left as it was: a run that trains the predictor and one that finds
+    it cached continue identically."""
+    if len(sources) != len(targets) or any(
+            len(s) != len(t) for s, t in zip(sources, targets, strict=True)):
+        raise ValueError("every source needs one fertility target per token")
+    return fit(lambda: FertilityPredictor(vocab_size, **sizes),
+               list(zip(sources, targets, strict=True)),
+               lengths=[len(source) for source in sources], collate=_training_batch,
+               epochs=epochs, batch_size=batch_size, optimizer=partial(torch.optim.Adam, lr=lr),
+               clip_norm=5.0, seed=seed, description="fertility predictor")
+
+
+def padded_ids(rows: Sequence[Sequence[int]]) -> tuple[Tensor, Tensor]:
+    """``rows`` of ids as ``padded [B, S]`` (0 = padding, ``S`` the longest row) and
+    ``lengths [B]``."""
+    lengths = [len(row) for row in rows]
+    return (torch.tensor(pad_rows(rows, max(lengths)), dtype=torch.long),
+            torch.tensor(lengths))
+
+
+def _training_batch(pairs: list[tuple[Sequence[int], Sequence[int]]]) -> dict[str, Tensor]:
+    """``(source, targets)`` pairs -> the arguments of ``FertilityPredictor.loss``: ``src``
+    ``[B, S]``, ``lengths [B]``, ``targets [B, S]``."""
+    sources, targets = zip(*pairs, strict=True)
+    src, lengths = padded_ids(sources)
+    return {"src": src, "lengths": lengths, "targets": padded_ids(targets)[0]}
+
+
+def predict_fertilities(
+    model: FertilityPredictor, sources: Sequence[Sequence[int]], slack: float = 1.0,
+    batch_size: int = 256,
+) -> list[list[float]]:
+    """The expected fertility plus ``slack`` of every token of every source (input order,
+    batches of ``batch_size`` consecutive sources)."""
+    result: list[list[float]] = []
+    for start in range(0, len(sources), batch_size):
+        src, lengths = padded_ids(sources[start : start + batch_size])
+        expected = model.expected(src, lengths, slack).tolist()
+        result.extend(row[:length] for row, length in zip(expected, lengths.tolist(),
+                                                           strict=True))
+    return result
 
 
 def predictor_file(data: TranslationDataModule, epochs: int) -> Path:

@@ -31,8 +31,8 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import random
 from collections import Counter
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -42,6 +42,7 @@ from ..datamodules.ud_pos import DependencyTree, read_conllu_trees
 from ..datamodules.vocabulary import Vocabulary
 from ..models.parser import DependencyParser, attachment_counts
 from ..run.cache_records import load_record
+from .loop import fit, length_batches
 
 EWT_FILES = {split: f"en_ewt-ud-{split}.conllu.gz" for split in ("train", "dev", "test")}
 EWT_SOURCE = ("UD English-EWT (github.com/UniversalDependencies/UD_English-EWT), its CoNLL-U "
@@ -58,15 +59,18 @@ def parser_settings(epochs: int, embed_dim: int, hidden_dim: int, seed: int = 0,
                     batch_size: int = 32, lr: float = 0.01, dropout: float = 0.3,
                     max_length: int = 60) -> dict:
     """Everything the parser trained by :func:`train_parser` depends on, its cache key: the
-    training options as given and ``treebank``, the sha256 (hex) of the bytes of the EWT files
-    (:func:`treebank_folder`), train, dev and test in that order."""
+    training options as given, ``batch_order`` (``"torch"``: the side models' loop draws the
+    order of the batches from a torch generator; parsers of the older loop, which drew it with
+    Python's ``random``, are keyed without it and trained again) and ``treebank``, the sha256
+    (hex) of the bytes of the EWT files (:func:`treebank_folder`), train, dev and test in that
+    order."""
     digest = hashlib.sha256()
     found = treebank_folder()
     for name in EWT_FILES.values():
         digest.update((found / name).read_bytes())
     return {"epochs": epochs, "embed_dim": embed_dim, "hidden_dim": hidden_dim, "seed": seed,
             "batch_size": batch_size, "lr": lr, "dropout": dropout, "max_length": max_length,
-            "treebank": digest.hexdigest()}
+            "batch_order": "torch", "treebank": digest.hexdigest()}
 
 
 def parser_path(settings: dict) -> Path:
@@ -91,20 +95,14 @@ def tree_batch(trees: list[DependencyTree], vocab: Vocabulary) -> dict[str, torc
             "heads": heads}
 
 
-def length_batches(trees: list[DependencyTree], size: int) -> list[list[DependencyTree]]:
-    """Batches of ``size`` trees of similar length (sorted by length, then cut)."""
-    ordered = sorted(trees, key=lambda t: len(t.words))
-    return [ordered[i : i + size] for i in range(0, len(ordered), size)]
-
-
 @torch.no_grad()
 def unlabeled_attachment(parser: DependencyParser, trees: list[DependencyTree], vocab: Vocabulary,
                          batch_size: int = 64) -> float:
     """UAS (share of words whose Eisner-parse head is the gold head) over ``trees``."""
     parser.eval()
     correct = total = 0
-    for trees_of_batch in length_batches(trees, batch_size):
-        batch = tree_batch(trees_of_batch, vocab)
+    for indices in length_batches([len(tree.words) for tree in trees], batch_size):
+        batch = tree_batch([trees[i] for i in indices], vocab)
         predicted = parser.parse(batch["words"], batch["lengths"])
         good, words = attachment_counts(predicted, batch["heads"], batch["lengths"])
         correct, total = correct + good, total + words
@@ -113,33 +111,29 @@ def unlabeled_attachment(parser: DependencyParser, trees: list[DependencyTree], 
 
 def train_parser(settings: dict, log=print) -> dict:
     """Train on EWT train (:func:`treebank_folder`) with the options of :func:`parser_settings`
-    ``settings``; returns ``state_dict``, ``vocab`` (tokens) and ``uas`` (``dev``/``test``)."""
+    ``settings`` through the side models' loop (:func:`~lit_structattn.prepare.loop.fit`:
+    batches of similar length in an order drawn from the seed, which also sets the
+    initialization and the dropout; the global random state is left as it was), logging each
+    epoch's mean loss and dev UAS; returns ``state_dict``, ``vocab`` (tokens) and ``uas``
+    (``dev``/``test``)."""
     folder = treebank_folder()
     trees = {split: read_conllu_trees(folder / name) for split, name in EWT_FILES.items()}
     counts = Counter(w.lower() for t in trees["train"] for w in t.words)
     vocab = Vocabulary.build(counts, min_count=2)
-    seed = settings["seed"]
-    torch.manual_seed(seed)
-    parser = DependencyParser(len(vocab), settings["embed_dim"], settings["hidden_dim"],
-                              bounded=False, dropout=settings["dropout"])
-    optimizer = torch.optim.Adam(parser.parameters(), lr=settings["lr"], betas=(0.9, 0.999))
-    batches = length_batches([t for t in trees["train"]
-                              if len(t.words) <= settings["max_length"]], settings["batch_size"])
-    order = random.Random(seed)
-    for epoch in range(settings["epochs"]):
-        parser.train()
-        order.shuffle(batches)
-        total = 0.0
-        for trees_of_batch in batches:
-            batch = tree_batch(trees_of_batch, vocab)
-            loss = parser.loss(batch["words"], batch["lengths"], batch["heads"])
-            optimizer.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(parser.parameters(), 5.0)
-            optimizer.step()
-            total += loss.item()
+    training = [tree for tree in trees["train"] if len(tree.words) <= settings["max_length"]]
+
+    def report(parser: DependencyParser, epoch: int, loss: float) -> None:
         dev = unlabeled_attachment(parser, trees["dev"], vocab)
-        log(f"parser epoch {epoch + 1}: loss/word {total / len(batches):.3f}, dev UAS {dev:.4f}")
+        log(f"parser epoch {epoch}: loss/word {loss:.3f}, dev UAS {dev:.4f}")
+
+    parser = fit(
+        lambda: DependencyParser(len(vocab), settings["embed_dim"], settings["hidden_dim"],
+                                 bounded=False, dropout=settings["dropout"]),
+        training, lengths=[len(tree.words) for tree in training],
+        collate=partial(tree_batch, vocab=vocab), epochs=settings["epochs"],
+        batch_size=settings["batch_size"],
+        optimizer=partial(torch.optim.Adam, lr=settings["lr"], betas=(0.9, 0.999)),
+        clip_norm=5.0, seed=settings["seed"], description="parser", after_epoch=report)
     uas = {split: unlabeled_attachment(parser, trees[split], vocab) for split in ("dev", "test")}
     return {"state_dict": parser.state_dict(), "vocab": vocab.tokens, "uas": uas}
 
