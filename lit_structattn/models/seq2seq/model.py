@@ -70,9 +70,9 @@ class Seq2Seq(nn.Module):
         joint_vocab: whether source and target ids index one vocabulary (default: when their
             sizes are equal); only then are the source embeddings tied too.
         output: ``soft`` (Luong et al.), ``full_joint``, ``beam_joint``, ``sample_joint`` or
-            ``hard`` (Shankar et al. 2018; see :class:`~.joint.JointOutput` and :meth:`loss`),
-            the submodule ``output_layer``. Full-joint
-            materializes ``[B, T, S, V]``: for small vocabularies (characters, morphology).
+            ``hard`` (Shankar et al. 2018; see :meth:`loss` and :class:`~.joint.JointOutput`,
+            the submodule ``output_layer``). Full-joint materializes ``[B, T, S, V]``: for
+            small vocabularies (characters, morphology).
         joint_k: the attention positions beam-joint keeps, or the attention samples
             ``sample_joint`` and ``hard`` draw in training (when decoding, ``sample_joint`` keeps
             the ``joint_k`` most attended positions as beam-joint does and ``hard`` the most
