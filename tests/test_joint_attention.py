@@ -1,6 +1,7 @@
 """Joint attention output layers (Shankar et al. 2018) in the encoder-decoder: full-joint and
 beam-joint against a brute-force mixture, normalization, a learnable task, decoding with a
-different K, and bad settings."""
+different K (an argument: the model keeps its trained K), checkpoints saved before the output
+layer was a submodule, and bad settings."""
 
 from __future__ import annotations
 
@@ -16,15 +17,16 @@ from .seq2seq_training import copy_task, train
 def mixture(model, queries, weights, source, keep=None):
     """log sum_a P(a) P(y | x_a) by a loop over the kept positions (renormalized)."""
     batch, steps, length = weights.shape
-    out = torch.empty(batch, steps, model.generator.out_features, dtype=torch.float64)
+    layer = model.output_layer
+    out = torch.empty(batch, steps, layer.generator.out_features, dtype=torch.float64)
     for b in range(batch):
         for t in range(steps):
             positions = range(length) if keep is None else weights[b, t].topk(keep).indices
             total = sum(float(weights[b, t, a]) for a in positions)
             p = 0
             for a in positions:
-                h = torch.tanh(model.combine(torch.cat([source.memory[b, a], queries[b, t]])))
-                p = p + weights[b, t, a] / total * model.generator(h).softmax(-1)
+                h = torch.tanh(layer.combine(torch.cat([source.memory[b, a], queries[b, t]])))
+                p = p + weights[b, t, a] / total * layer.generator(h).softmax(-1)
             out[b, t] = p.double().log()
     return out
 
@@ -36,7 +38,7 @@ def setup(output, joint_k=6, seed=0):
     lengths = torch.tensor([4, 2])
     mask = lengths_to_mask(lengths, 4)
     memory = torch.randn(2, 4, 5)
-    source = EncodedSource(memory, mask, memory_share=model.memory_share(memory))
+    source = EncodedSource(memory, mask, memory_share=model.output_layer.memory_share(memory))
     weights = torch.rand(2, 3, 4).masked_fill(~mask[:, None], 0)
     weights = weights / weights.sum(-1, keepdim=True)
     return model, source, torch.randn(2, 3, 5), torch.randn(2, 3, 5), weights
@@ -49,7 +51,7 @@ def setup(output, joint_k=6, seed=0):
 def test_joint_scores_are_the_attention_weighted_mixture(output, k, keep):
     model, source, combined, queries, weights = setup(output, k)
     with torch.no_grad():
-        scores = model._predict(combined, queries, weights, source.memory_share)
+        scores = model.output_layer(combined, queries, weights, source.memory_share)
         expected = mixture(model, queries, weights, source, keep)
     torch.testing.assert_close(scores.double(), expected, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(scores.logsumexp(-1), torch.zeros(2, 3), atol=1e-5, rtol=0)
@@ -61,9 +63,9 @@ def test_joint_scores_read_the_memory_rows_they_are_given(output):
     model, source, combined, queries, weights = setup(output, 2)
     rows = torch.tensor([1, 0])
     with torch.no_grad():
-        scores = model._predict(combined, queries, weights, source.memory_share, rows)
-        expected = model._predict(combined, queries, weights, source.memory_share[rows])
-        unmapped = model._predict(combined, queries, weights, source.memory_share)
+        scores = model.output_layer(combined, queries, weights, source.memory_share, rows)
+        expected = model.output_layer(combined, queries, weights, source.memory_share[rows])
+        unmapped = model.output_layer(combined, queries, weights, source.memory_share)
     torch.testing.assert_close(scores, expected)
     assert not torch.allclose(scores, unmapped)
 
@@ -79,17 +81,92 @@ def test_beam_joint_learns_and_decodes_with_another_k():
     assert losses[-1] < 0.3 * losses[0]
     model.eval()
     for k in (1, 6):
-        model.joint_k = k
-        tokens = model.beam_search(src, lengths, max_len=8, beam=3)
+        tokens = model.beam_search(src, lengths, max_len=8, beam=3, joint_k=k)
         assert tokens.shape[0] == 16
-    model.joint_k = 1
-    scores, weights, source = model(src[:2], lengths[:2], tgt_in[:2, :1])
+    scores, weights, source = model(src[:2], lengths[:2], tgt_in[:2, :1], joint_k=1)
     state = model.initial_state(source)
     combined, state, step_weights = model._step(model.tgt_embed(tgt_in[:2, 0]), state, source)
     top = step_weights.argmax(-1)
-    hard = torch.tanh(model.combine(torch.cat([source.memory[torch.arange(2), top],
+    layer = model.output_layer
+    hard = torch.tanh(layer.combine(torch.cat([source.memory[torch.arange(2), top],
                                                state.h[-1]], -1)))
-    torch.testing.assert_close(scores[:, 0], model.generator(hard).log_softmax(-1))
+    torch.testing.assert_close(scores[:, 0], layer.generator(hard).log_softmax(-1))
+
+
+def decoding_setup(output="beam_joint", joint_k=3, **options):
+    """An untrained model (weights drawn wide enough for the K to matter) and 4 sources."""
+    torch.manual_seed(5)
+    model = Seq2Seq(15, 15, embed_dim=8, hidden_dim=8, output=output, joint_k=joint_k,
+                    input_feed=True, encoder="bilstm", encoder_dim=4, init_range=0.5,
+                    **options).eval()
+    lengths = torch.tensor([7, 5, 3, 6])
+    src = torch.randint(3, 15, (4, 7)) * lengths_to_mask(lengths, 7)
+    return model, src, lengths, torch.randint(3, 15, (4, 5))
+
+
+def decodings(model, src, lengths, tgt_in, **options):
+    """Everything a decoding option reaches: greedy tokens and attention, the final beams, the
+    best beam and the teacher-forced scores."""
+    with torch.no_grad():
+        greedy, attention = model.greedy(src, lengths, 9, **options)
+        final = model.beams(src, lengths, 9, beam=3, **options)
+        best = model.beam_search(src, lengths, 9, beam=3, **options)
+        scores = model(src, lengths, tgt_in, **options)[0]
+    return greedy, attention, final.tokens, final.log_prob, final.coverage, best, scores
+
+
+def assert_same(found, expected):
+    for got, want in zip(found, expected, strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(("output", "k"), [
+    ("beam_joint", 1), ("beam_joint", 2), ("beam_joint", 6), ("sample_joint", 1),
+    ("hard", 4), ("full_joint", 2), ("soft", 2),
+])
+def test_decoding_with_k_equals_the_model_trained_with_that_k(output, k):
+    """``joint_k=k`` decodes as a model built with ``joint_k=k`` and the same weights (what
+    overwriting the model's K did before it was an argument)."""
+    model, src, lengths, tgt_in = decoding_setup(output)
+    reference = Seq2Seq(15, 15, embed_dim=8, hidden_dim=8, output=output, joint_k=k,
+                        input_feed=True, encoder="bilstm", encoder_dim=4).eval()
+    reference.load_state_dict(model.state_dict())
+    assert_same(decodings(model, src, lengths, tgt_in, joint_k=k),
+                decodings(reference, src, lengths, tgt_in))
+
+
+def test_decoding_with_another_k_leaves_the_model_as_trained():
+    """Decoding with K = 1 changes neither the model's K nor its weights: a later call
+    without the argument gives the trained K's results, which K = 1's are not."""
+    model, src, lengths, tgt_in = decoding_setup()
+    weights = {name: value.clone() for name, value in model.state_dict().items()}
+    trained = decodings(model, src, lengths, tgt_in)
+    other = decodings(model, src, lengths, tgt_in, joint_k=1)
+    assert model.joint_k == model.output_layer.k == 3
+    assert_same(decodings(model, src, lengths, tgt_in), trained)
+    assert_same(decodings(model, src, lengths, tgt_in, joint_k=3), trained)
+    assert not torch.allclose(other[-1], trained[-1])  # the scores: K = 1 is another output
+    assert not torch.allclose(other[3], trained[3])  # and gives other beams
+    assert all(torch.equal(value, weights[name]) for name, value in model.state_dict().items())
+    with pytest.raises(ValueError, match="joint_k must be >= 1, got 0"):
+        model.greedy(src, lengths, 9, joint_k=0)
+
+
+@pytest.mark.parametrize("tie_embeddings", [False, True])
+def test_checkpoints_from_before_the_output_layer_module_load(tie_embeddings):
+    """A state dict saved when ``combine`` and ``generator`` were the model's own layers (keys
+    ``combine.weight``, ``generator.weight``, ``generator.bias``) loads into ``output_layer``,
+    also nested in a task, and gives the same outputs (tied embeddings stay tied)."""
+    model, src, lengths, tgt_in = decoding_setup(tie_embeddings=tie_embeddings)
+    old = {name.removeprefix("output_layer."): value for name, value in model.state_dict().items()}
+    assert {"combine.weight", "generator.weight", "generator.bias"} <= set(old)
+    fresh = Seq2Seq(15, 15, embed_dim=8, hidden_dim=8, output="beam_joint", joint_k=3,
+                    input_feed=True, encoder="bilstm", encoder_dim=4,
+                    tie_embeddings=tie_embeddings).eval()
+    nested = torch.nn.ModuleDict({"model": fresh})
+    nested.load_state_dict({f"model.{name}": value for name, value in old.items()})
+    assert_same(decodings(fresh, src, lengths, tgt_in), decodings(model, src, lengths, tgt_in))
+    assert (fresh.output_layer.generator.weight is fresh.tgt_embed.weight) == tie_embeddings
 
 
 def test_bad_output_settings():

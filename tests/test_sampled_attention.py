@@ -34,13 +34,13 @@ def exact_objective(model, batch, samples):
     src, lengths, tgt_in, tgt_out = batch
     _, queries, weights, source = model._teacher_forced(src, lengths, tgt_in, None)
     length = weights.shape[-1]
-    log_p = model._position_log_probs(queries, source.memory_share[:, None])  # [B, T, S, V]
+    log_p = model.output_layer.position_log_probs(queries, source.memory_share[:, None])
     rewards = log_p.gather(-1, tgt_out[:, :, None, None].expand(-1, -1, length, 1))[..., 0]
     total = 0
     for tuple_ in itertools.product(range(length), repeat=samples):
         chosen = rewards[..., list(tuple_)]  # [B, T, M]
         prior = weights[..., list(tuple_)].prod(-1)
-        if model.output == "hard":
+        if model.output_layer.kind == "hard":
             estimate = chosen.mean(-1)
         else:
             estimate = chosen.logsumexp(-1) - math.log(samples)
@@ -59,8 +59,11 @@ def test_monte_carlo_loss_and_reinforce_gradient_are_unbiased(output):
     draws = 20000
     repeated = [t.repeat(draws, *([1] * (t.dim() - 1))) for t in batch]
     torch.manual_seed(1)
-    estimate = model._sampled_log_likelihood(*repeated, None)
-    mean = estimate.masked_select(repeated[3] != 0).sum() / draws
+    src, lengths, tgt_in, tgt_out = repeated
+    _, queries, weights, source = model._teacher_forced(src, lengths, tgt_in, None)
+    estimate = model.output_layer.sampled_log_likelihood(queries, weights, source.memory_share,
+                                                         tgt_out)
+    mean = estimate.masked_select(tgt_out != 0).sum() / draws
     grad = torch.autograd.grad(mean, list(model.parameters()), allow_unused=True)
     torch.testing.assert_close(mean, exact, rtol=0.01, atol=0.01)
     flat = torch.cat([g.flatten() for g in grad if g is not None])

@@ -153,9 +153,10 @@ def test_batched_decoding_equals_decoding_each_sentence_alone(attention, extra, 
     torch.manual_seed(seed)
     model = Seq2Seq(15, 15, embed_dim=8, hidden_dim=8, attention=attention,
                     sink=attention != "softmax", input_feed=True, **extra).eval()
+    generator = model.output_layer.generator
     with torch.no_grad():
-        model.generator.bias[model.eos_id] = 0.2  # <eos> depends strongly on the state:
-        model.generator.weight[model.eos_id] *= 6  # some sentences end at once, some never
+        generator.bias[model.eos_id] = 0.2  # <eos> depends strongly on the state:
+        generator.weight[model.eos_id] *= 6  # some sentences end at once, some never
     lengths = torch.tensor([5, 3, 6, 2, 4, 6])
     src = torch.randint(3, 15, (6, 6)) * lengths_to_mask(lengths, 6)
     tokens, attention_maps = model.greedy(src, lengths, max_len=9)
@@ -199,7 +200,8 @@ def test_beam_search_scores_are_the_model_log_probabilities_and_beam_one_is_gree
 
 def test_tied_embeddings_share_one_matrix():
     model = Seq2Seq(20, 20, embed_dim=8, hidden_dim=8, tie_embeddings=True)
-    assert model.generator.weight is model.tgt_embed.weight is model.encoder.embed.weight
+    generator = model.output_layer.generator
+    assert generator.weight is model.tgt_embed.weight is model.encoder.embed.weight
     assert sum(p.numel() for p in model.parameters()) == sum(
         p.numel() for p in Seq2Seq(20, 20, embed_dim=8, hidden_dim=8).parameters()) - 2 * 160
     separate_source = Seq2Seq(30, 20, embed_dim=8, hidden_dim=8, tie_embeddings=True)

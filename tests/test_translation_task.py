@@ -95,7 +95,7 @@ def test_joint_outputs_and_character_sources_fit_and_test(corpus, tmp_path, row,
         batch = next(iter(cli.datamodule.test_dataloader()))
         pieces = cli.datamodule.subwords.pieces(batch["src"][0, : batch["src_lengths"][0]])
         assert all(len(piece) == 1 for piece in pieces)
-        assert cli.model.model.generator.out_features == 12
+        assert cli.model.model.output_layer.generator.out_features == 12
         assert cli.model.model.encoder.embed.weight is not cli.model.model.tgt_embed.weight
         (translations,) = tmp_path.rglob("test_translations.txt")
         assert "▁" not in translations.read_text()  # detokenized words

@@ -148,7 +148,7 @@ class Task(L.LightningModule):
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         if CODEC_KEY in checkpoint:
             self._codec = restore_codec(checkpoint[CODEC_KEY])
-        saved, expected = checkpoint.get("state_dict", {}), self.state_dict()
+        saved, expected = as_loaded(self, checkpoint.get("state_dict", {})), self.state_dict()
         mismatched = sorted(
             set(saved) ^ set(expected)
             | {k for k in set(saved) & set(expected) if saved[k].shape != expected[k].shape}
@@ -170,6 +170,17 @@ class Task(L.LightningModule):
             f"{' ...' if len(mismatched) > 5 else ''}. Use the config the checkpoint was "
             "trained with (its hparams.yaml / config.yaml sits beside the checkpoints)."
         )
+
+
+def as_loaded(module: torch.nn.Module, state_dict: Mapping[str, Any]) -> dict[str, Any]:
+    """``state_dict`` as ``module.load_state_dict`` reads it: after the key renames of the
+    load-state-dict pre-hooks of ``module`` and its submodules (a checkpoint saved before some
+    parameters moved into a submodule, e.g. the output layer of the encoder-decoder)."""
+    view = dict(state_dict)
+    for name, submodule in module.named_modules():
+        for hook in submodule._load_state_dict_pre_hooks.values():
+            hook(view, f"{name}." if name else "", {}, True, [], [], [])
+    return view
 
 
 def flat_hyperparameters(hparams: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -85,10 +85,10 @@ class TransductionTask(Task):
         """Predicted target ids ``[B, T']`` (greedy for ``beam == 1``), beam-joint keeping
         ``test_joint_k`` positions."""
         args = (batch["src"], batch["src_lengths"], self.hparams.max_decode_len)
-        with self.model.joint_positions(self.hparams.test_joint_k):
-            if beam <= 1:
-                return self.model.greedy(*args)[0]
-            return self.model.beam_search(*args, beam=beam)
+        joint_k = self.hparams.test_joint_k
+        if beam <= 1:
+            return self.model.greedy(*args, joint_k=joint_k)[0]
+        return self.model.beam_search(*args, beam=beam, joint_k=joint_k)
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         self.log_validation_loss(self._loss(batch), (batch["tgt_out"] != 0).sum())
@@ -155,8 +155,8 @@ class TransductionTask(Task):
         """Greedy decoding of ``src [B, S]`` (``lengths [B]``): ``prediction [B, T']``,
         ``attention [B, T', S]`` and, with a syntactic encoder, the soft-parent marginals
         ``[B, S + 1, S + 1]`` (head x word, the root first; None without)."""
-        with self.model.joint_positions(self.hparams.test_joint_k):
-            prediction, attention = self.model.greedy(src, lengths, self.hparams.max_decode_len)
+        prediction, attention = self.model.greedy(src, lengths, self.hparams.max_decode_len,
+                                                  joint_k=self.hparams.test_joint_k)
         syntactic = self.model.encoder.syntactic
         parents = None
         if syntactic is not None:

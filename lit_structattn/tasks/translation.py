@@ -181,9 +181,8 @@ class TranslationTask(Task):
 
     def _update_nll(self, batch: dict[str, torch.Tensor], split: str) -> None:
         """Accumulate the mean token NLL (for the loss and the perplexity)."""
-        with self.model.joint_positions(self.hparams.test_joint_k):
-            logits, _, _ = self.model(batch["src"], batch["src_lengths"], batch["tgt_in"],
-                                      batch.get("fertility"))
+        logits, _, _ = self.model(batch["src"], batch["src_lengths"], batch["tgt_in"],
+                                  batch.get("fertility"), joint_k=self.hparams.test_joint_k)
         nll = F.cross_entropy(logits.flatten(0, 1), batch["tgt_out"].flatten(), ignore_index=0)
         self.nll[split].update(nll, weight=int((batch["tgt_out"] != 0).sum()))
 
@@ -195,19 +194,17 @@ class TranslationTask(Task):
     def greedy(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """Greedy decoding of ``batch``: output ids ``[B, T']`` (0 after ``<eos>``) and the
         decoder's attention over the source at every step ``[B, T', S]``."""
-        with self.model.joint_positions(self.hparams.test_joint_k):
-            return self.model.greedy(batch["src"], batch["src_lengths"], self._max_len(batch),
-                                     batch.get("fertility"))
+        return self.model.greedy(batch["src"], batch["src_lengths"], self._max_len(batch),
+                                 batch.get("fertility"), joint_k=self.hparams.test_joint_k)
 
     def decode(self, batch: dict[str, torch.Tensor], beam: int) -> torch.Tensor:
         """Output ids ``[B, T']`` (greedy for ``beam == 1``, else beam search ranked with the
         task's penalties)."""
         if beam <= 1:
             return self.greedy(batch)[0]
-        with self.model.joint_positions(self.hparams.test_joint_k):
-            return self.model.beams(batch["src"], batch["src_lengths"], self._max_len(batch),
-                                    beam=beam, fertility=batch.get("fertility")).best(
-                                        **self.penalty)
+        return self.model.beams(batch["src"], batch["src_lengths"], self._max_len(batch),
+                                beam=beam, fertility=batch.get("fertility"),
+                                joint_k=self.hparams.test_joint_k).best(**self.penalty)
 
     def _collect(self, batch: dict[str, torch.Tensor], prediction: torch.Tensor) -> None:
         detokenize = self.trainer.datamodule.detokenize
@@ -265,10 +262,10 @@ class TranslationTask(Task):
         beams = []
         for batch in itertools.islice(loader, count):
             batch = self.transfer_batch_to_device(batch, self.device, 0)
-            with self.model.joint_positions(self.hparams.test_joint_k):
-                beams.append((batch["index"], self.model.beams(
-                    batch["src"], batch["src_lengths"], self._max_len(batch),
-                    beam=self.hparams.test_beam, fertility=batch.get("fertility"))))
+            beams.append((batch["index"], self.model.beams(
+                batch["src"], batch["src_lengths"], self._max_len(batch),
+                beam=self.hparams.test_beam, fertility=batch.get("fertility"),
+                joint_k=self.hparams.test_joint_k)))
         references = data.references("val")
         scores = {}
         for alpha, beta in self.hparams.penalty_grid:

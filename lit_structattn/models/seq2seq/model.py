@@ -1,12 +1,15 @@
 """The attentional encoder-decoder (Luong et al. 2015) with any decoder attention of the
 registry: the decoder LSTM, its step, teacher forcing and the loss. The source side is in
 :mod:`.source`, the fertility bounds of constrained attention in :mod:`.bounds`, the output
-layers (soft and joint) in :mod:`.joint`, decoding in :mod:`.search`."""
+layers (soft and joint, a :class:`~.joint.JointOutput` submodule) in :mod:`.joint`, decoding
+in :mod:`.search`: the decoding options (the joint output's K, the beam, the length) are
+arguments of :meth:`Seq2Seq.greedy`, :meth:`Seq2Seq.beam_search` and :meth:`Seq2Seq.beams`,
+never changes to the model."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
@@ -14,17 +17,11 @@ from torch import Tensor, nn
 from ...common.checks import check_choice
 from ...common.constants import BOS_ID, EOS_ID
 from ...layers.encoders import run_lstm
-from ...layers.registry import (
-    AttentionName,
-    OutputName,
-    SourceAttentionName,
-    build_attention,
-    check_attention,
-)
+from ...layers.registry import AttentionName, OutputName, SourceAttentionName, build_attention
 from ...layers.scorers import ScoreName
 from . import search
 from .bounds import step_bounds, with_fertility
-from .joint import SAMPLED_OUTPUTS, JointOutputs
+from .joint import JointOutput
 from .search import Beams
 from .source import EncodedSource, EncoderName, SourceEncoder, select_rows
 
@@ -49,7 +46,7 @@ class DecoderState:
                             select_rows(self.coverage, index))
 
 
-class Seq2Seq(JointOutputs, nn.Module):
+class Seq2Seq(nn.Module):
     """Encoder-decoder with attention.
 
     Args:
@@ -73,12 +70,14 @@ class Seq2Seq(JointOutputs, nn.Module):
         joint_vocab: whether source and target ids index one vocabulary (default: when their
             sizes are equal); only then are the source embeddings tied too.
         output: ``soft`` (Luong et al.), ``full_joint``, ``beam_joint``, ``sample_joint`` or
-            ``hard`` (Shankar et al. 2018; see :meth:`_predict` and :meth:`loss`). Full-joint
-            materializes ``[B, T, S, V]``: for small vocabularies (characters, morphology).
+            ``hard`` (Shankar et al. 2018; see :meth:`loss` and :class:`~.joint.JointOutput`,
+            the submodule ``output_layer``). Full-joint materializes ``[B, T, S, V]``: for
+            small vocabularies (characters, morphology).
         joint_k: the attention positions beam-joint keeps, or the attention samples
             ``sample_joint`` and ``hard`` draw in training (when decoding, ``sample_joint`` keeps
             the ``joint_k`` most attended positions as beam-joint does and ``hard`` the most
-            attended one); may be set differently for decoding.
+            attended one); decoding may keep another K (the ``joint_k`` argument of
+            :meth:`greedy`, :meth:`beams`, ...).
         decoder_init: the decoder's first LSTM state: ``zeros``, or ``encoder`` = the BiLSTM
             encoder's final ``(h, c)`` (both directions side by side, in every decoder layer;
             needs ``2 encoder_dim == hidden_dim``), as OpenNMT initializes its decoder.
@@ -132,14 +131,13 @@ class Seq2Seq(JointOutputs, nn.Module):
         )
         self.attention = build_attention(attention, hidden_dim, memory_dim, score=score)
         self.attention_name = attention
-        self.combine = nn.Linear(memory_dim + hidden_dim, hidden_dim, bias=False)
-        self.dropout = nn.Dropout(dropout)
-        self.generator = nn.Linear(hidden_dim, tgt_vocab)
+        self.output_layer = JointOutput(output, memory_dim, hidden_dim, tgt_vocab, joint_k, dropout)
+        self.register_load_state_dict_pre_hook(_moved_output_layer)
         if tie_embeddings:  # one matrix for the output layer and the target (and source) words
             if embed_dim != hidden_dim:
                 raise ValueError(f"tie_embeddings needs embed_dim == hidden_dim, got {embed_dim} "
                                  f"and {hidden_dim}")
-            self.generator.weight = self.tgt_embed.weight
+            self.output_layer.generator.weight = self.tgt_embed.weight
             if src_vocab == tgt_vocab if joint_vocab is None else joint_vocab:  # source too
                 self.encoder.embed.weight = self.tgt_embed.weight
         self.bos_id, self.eos_id = bos_id, eos_id
@@ -163,13 +161,9 @@ class Seq2Seq(JointOutputs, nn.Module):
                              f"not {attention!r}")
         self.coverage_weight = nn.Parameter(torch.zeros(hidden_dim)) if coverage_vector else None
         self.tracks_coverage = self.constrained or coverage_vector
-        check_attention("seq2seq", "output", output)
-        if output != "soft" and not self.attention.distribution:
+        if self.output_layer.joint and not self.attention.distribution:
             raise ValueError(f"{output} needs an attention whose weights are a distribution, "
                              f"not {attention!r}")
-        if joint_k < 1:
-            raise ValueError(f"joint_k must be >= 1, got {joint_k}")
-        self.output, self.joint_k = output, joint_k  # joint_k may be changed for decoding
         self.decoder_init = check_choice("decoder_init", decoder_init, DECODER_INITS)
         if decoder_init == "encoder" and (self.encoder.rnn is None or memory_dim != hidden_dim):
             raise ValueError("decoder_init='encoder' needs a BiLSTM encoder with 2 encoder_dim == "
@@ -179,6 +173,11 @@ class Seq2Seq(JointOutputs, nn.Module):
             for parameter in self.parameters():
                 nn.init.uniform_(parameter, -init_range, init_range)
 
+    @property
+    def joint_k(self) -> int:
+        """The K the joint output was trained with (the default K of decoding)."""
+        return self.output_layer.k
+
     def encode(
         self, src: Tensor, src_lengths: Tensor, fertility: Tensor | None = None
     ) -> EncodedSource:
@@ -187,8 +186,8 @@ class Seq2Seq(JointOutputs, nn.Module):
         :func:`~.bounds.with_fertility`) and the memory's share of the attentional layer for
         joint outputs."""
         source = self.encoder(src, src_lengths)
-        if self.output != "soft":
-            source = replace(source, memory_share=self.memory_share(source.memory))
+        if self.output_layer.joint:
+            source = replace(source, memory_share=self.output_layer.memory_share(source.memory))
         if not self.constrained:
             return source
         return with_fertility(source, src_lengths, fertility, self.fertility, self.sink)
@@ -221,8 +220,7 @@ class Seq2Seq(JointOutputs, nn.Module):
                 bonus = exhaustion if bonus is None else bonus + exhaustion
         extra = {} if upper is None and bonus is None else {"upper": upper, "bonus": bonus}
         context, weights = self.attention(queries, source.memory, mask=source.mask, **extra)
-        combined = torch.tanh(self.combine(torch.cat([context, queries], dim=-1)))
-        return self.dropout(combined), weights
+        return self.output_layer.attentional(context, queries), weights
 
     def _step(
         self, inputs: Tensor, state: DecoderState, source: EncodedSource
@@ -258,13 +256,15 @@ class Seq2Seq(JointOutputs, nn.Module):
         return x, torch.stack(hs), torch.stack(cs)
 
     def decode_step(
-        self, tokens: Tensor, state: DecoderState, source: EncodedSource
+        self, tokens: Tensor, state: DecoderState, source: EncodedSource,
+        joint_k: int | None = None,
     ) -> tuple[Tensor, DecoderState, Tensor]:
         """One step: ``tokens [N]`` -> ``(scores [N, V], new state, attention [N, S])``;
-        ``log_softmax(scores)`` is the step's ``log p(y)``."""
+        ``log_softmax(scores)`` is the step's ``log p(y)``, a joint output keeping ``joint_k``
+        positions (default: the trained K)."""
         combined, state, weights = self._step(self.tgt_embed(tokens), state, source)
-        scores = self._predict(combined[:, None], state.h[-1][:, None], weights[:, None],
-                               source.memory_share)
+        scores = self.output_layer(combined[:, None], state.h[-1][:, None], weights[:, None],
+                                   source.memory_share, k=joint_k)
         return scores[:, 0], state, weights
 
     def _teacher_forced(
@@ -288,14 +288,17 @@ class Seq2Seq(JointOutputs, nn.Module):
         return torch.stack(steps, 1), torch.stack(tops, 1), torch.stack(attention, 1), source
 
     def forward(
-        self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, fertility: Tensor | None = None
+        self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, fertility: Tensor | None = None,
+        joint_k: int | None = None,
     ) -> tuple[Tensor, Tensor, EncodedSource]:
         """Teacher forcing: ``(scores [B, T, V], attention [B, T, S], encoded source)`` with
-        ``log_softmax(scores)`` the model's ``log p(y_t)`` (see :meth:`_predict`);
-        ``fertility [B, S]``: per-token fertilities for constrained attention (optional)."""
+        ``log_softmax(scores)`` the model's ``log p(y_t)`` (see :class:`~.joint.JointOutput`; a
+        joint output keeps ``joint_k`` positions, default the trained K); ``fertility [B, S]``:
+        per-token fertilities for constrained attention (optional)."""
         combined, queries, weights, source = self._teacher_forced(src, src_lengths, tgt_in,
                                                                   fertility)
-        return self._predict(combined, queries, weights, source.memory_share), weights, source
+        scores = self.output_layer(combined, queries, weights, source.memory_share, k=joint_k)
+        return scores, weights, source
 
     def loss(
         self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, tgt_out: Tensor,
@@ -315,42 +318,57 @@ class Seq2Seq(JointOutputs, nn.Module):
         uses the soft context, so a sample affects no later step. No label smoothing here.
         """
         mask = tgt_out != 0
-        if self.output in SAMPLED_OUTPUTS:
-            token_loss = -self._sampled_log_likelihood(src, src_lengths, tgt_in, tgt_out,
-                                                       fertility)
+        combined, queries, weights, source = self._teacher_forced(src, src_lengths, tgt_in,
+                                                                  fertility)
+        if self.output_layer.sampled:
+            token_loss = -self.output_layer.sampled_log_likelihood(
+                queries, weights, source.memory_share, tgt_out)
             loss = token_loss.masked_select(mask).mean()
         else:  # the output layer only at the N real target tokens, each a one-step row
-            combined, queries, weights, source = self._teacher_forced(src, src_lengths, tgt_in,
-                                                                      fertility)
             sentence = mask.nonzero()[:, 0]  # [N] the sentence of each token
-            scores = self._predict(combined[mask][:, None], queries[mask][:, None],
-                                   weights[mask][:, None], source.memory_share,
-                                   sentence).squeeze(1)
+            scores = self.output_layer(combined[mask][:, None], queries[mask][:, None],
+                                       weights[mask][:, None], source.memory_share,
+                                       sentence).squeeze(1)
             loss = nn.functional.cross_entropy(scores, tgt_out[mask],
                                                label_smoothing=label_smoothing)
         penalty = self.attention.penalty()
         return loss if penalty is None else loss + penalty
 
     def greedy(
-        self, src: Tensor, src_lengths: Tensor, max_len: int, fertility: Tensor | None = None
+        self, src: Tensor, src_lengths: Tensor, max_len: int, fertility: Tensor | None = None,
+        joint_k: int | None = None,
     ) -> tuple[Tensor, Tensor]:
         """:func:`~.search.greedy` decoding: ``(tokens [B, <=max_len], attention [B, <=max_len,
-        S])``."""
-        return search.greedy(self, src, src_lengths, max_len, fertility)
+        S])``; a joint output keeps ``joint_k`` positions (default: the trained K)."""
+        return search.greedy(self, src, src_lengths, max_len, fertility, joint_k=joint_k)
 
     def beam_search(
         self, src: Tensor, src_lengths: Tensor, max_len: int, beam: int = 5, alpha: float = 1.0,
         fertility: Tensor | None = None, length_penalty: str = "avg",
-        coverage_penalty: float = 0.0, min_attention: float = 0.1,
+        coverage_penalty: float = 0.0, min_attention: float = 0.1, joint_k: int | None = None,
     ) -> Tensor:
-        """The best ``tokens [B, <=max_len]`` of :func:`~.search.beam_search`."""
+        """The best ``tokens [B, <=max_len]`` of :func:`~.search.beam_search`; a joint output
+        keeps ``joint_k`` positions (default: the trained K)."""
         return search.beam_search(self, src, src_lengths, max_len, beam, alpha, fertility,
-                                  length_penalty, coverage_penalty, min_attention)
+                                  length_penalty, coverage_penalty, min_attention,
+                                  joint_k=joint_k)
 
     def beams(
         self, src: Tensor, src_lengths: Tensor, max_len: int, beam: int = 5,
-        fertility: Tensor | None = None,
+        fertility: Tensor | None = None, joint_k: int | None = None,
     ) -> Beams:
         """The final hypotheses of :func:`~.search.beams`, to be ranked by
-        :meth:`Beams.best`."""
-        return search.beams(self, src, src_lengths, max_len, beam, fertility)
+        :meth:`Beams.best`; a joint output keeps ``joint_k`` positions (default: the trained
+        K)."""
+        return search.beams(self, src, src_lengths, max_len, beam, fertility, joint_k=joint_k)
+
+
+def _moved_output_layer(
+    model: nn.Module, state_dict: dict[str, Any], prefix: str, *_: Any
+) -> None:
+    """Load-state-dict pre-hook of :class:`Seq2Seq`: the output layer's parameters of
+    checkpoints saved before it was a submodule (``combine.weight``, ``generator.weight``,
+    ``generator.bias``) move to their place in ``output_layer``."""
+    for name in ("combine.weight", "generator.weight", "generator.bias"):
+        if prefix + name in state_dict:
+            state_dict[f"{prefix}output_layer.{name}"] = state_dict.pop(prefix + name)

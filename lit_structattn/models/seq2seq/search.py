@@ -1,7 +1,10 @@
 """Decoding over a step interface: greedy and batched beam search for any
 :class:`StepDecoder` (every decoder option of the encoder-decoder goes through one search),
 finished sentences leaving the batch, and :func:`rescore` with length normalization or the GNMT
-length and coverage penalties (COVPENALTY of Malaviya et al. 2018)."""
+length and coverage penalties (COVPENALTY of Malaviya et al. 2018). The decoding options are
+arguments: those of the search (beam, length, penalties) and the decoder's own ones
+(``step_options``, e.g. the K of a joint output layer), which every step receives; a search
+changes nothing in the decoder."""
 
 from __future__ import annotations
 
@@ -17,8 +20,9 @@ from ...common.masks import lengths_to_mask
 class StepDecoder(Protocol):
     """What the searches need of a decoder: ``encode(src [B, S], lengths [B], fertility)`` ->
     a source with ``memory [B, S, M]`` and ``select(index)``; ``initial_state(source)`` -> a
-    state with ``select(index)``; ``decode_step(tokens [N], state, source)`` -> ``(scores [N,
-    V], state, attention [N, S])``; the target symbols ``bos_id`` and ``eos_id``."""
+    state with ``select(index)``; ``decode_step(tokens [N], state, source, **step_options)`` ->
+    ``(scores [N, V], state, attention [N, S])`` with the decoding options the search was given
+    (:class:`~.model.Seq2Seq`: ``joint_k``); the target symbols ``bos_id`` and ``eos_id``."""
 
     bos_id: int
     eos_id: int
@@ -27,18 +31,19 @@ class StepDecoder(Protocol):
 
     def initial_state(self, source: Any) -> Any: ...
 
-    def decode_step(self, tokens: Tensor, state: Any, source: Any) -> tuple[Tensor, Any, Tensor]:
-        ...
+    def decode_step(
+        self, tokens: Tensor, state: Any, source: Any, **step_options: Any
+    ) -> tuple[Tensor, Any, Tensor]: ...
 
 
 @torch.no_grad()
 def greedy(
     model: StepDecoder, src: Tensor, src_lengths: Tensor, max_len: int,
-    fertility: Tensor | None = None,
+    fertility: Tensor | None = None, **step_options: Any,
 ) -> tuple[Tensor, Tensor]:
     """Greedy decoding: ``(tokens [B, <=max_len], attention [B, <=max_len, S])``; finished
     sequences are padded with 0 after their ``<eos>``. Finished sequences leave the batch,
-    so the steps cost what the unfinished ones need."""
+    so the steps cost what the unfinished ones need. Every step receives ``step_options``."""
     source = model.encode(src, src_lengths, fertility)
     batch, length = src.shape
     state = model.initial_state(source)
@@ -48,7 +53,7 @@ def greedy(
     active = torch.arange(batch, device=src.device)  # the rows still decoding
     steps = 0
     for step in range(max_len):
-        logits, state, weights = model.decode_step(tokens, state, source)
+        logits, state, weights = model.decode_step(tokens, state, source, **step_options)
         tokens = logits.argmax(-1)
         outputs[active, step] = tokens
         attention[active, step] = weights.to(attention.dtype)  # bf16 under autocast
@@ -67,23 +72,25 @@ def greedy(
 def beam_search(
     model: StepDecoder, src: Tensor, src_lengths: Tensor, max_len: int, beam: int = 5,
     alpha: float = 1.0, fertility: Tensor | None = None, length_penalty: str = "avg",
-    coverage_penalty: float = 0.0, min_attention: float = 0.1,
+    coverage_penalty: float = 0.0, min_attention: float = 0.1, **step_options: Any,
 ) -> Tensor:
     """Batched beam search; returns the best ``tokens [B, <=max_len]`` per source (0 after
     ``<eos>``). The final beams are ranked by :func:`rescore` (``log p / length**alpha`` by
-    default; ``length_penalty="wu"`` and ``coverage_penalty > 0`` give COVPENALTY)."""
-    final = beams(model, src, src_lengths, max_len, beam, fertility)
+    default; ``length_penalty="wu"`` and ``coverage_penalty > 0`` give COVPENALTY). Every
+    step receives ``step_options``."""
+    final = beams(model, src, src_lengths, max_len, beam, fertility, **step_options)
     return final.best(alpha, length_penalty, coverage_penalty, min_attention)
 
 
 @torch.no_grad()
 def beams(
     model: StepDecoder, src: Tensor, src_lengths: Tensor, max_len: int, beam: int = 5,
-    fertility: Tensor | None = None,
+    fertility: Tensor | None = None, **step_options: Any,
 ) -> Beams:
     """The final hypotheses of a batched beam search (ranked by ``log p`` while searching),
     to be ranked by :meth:`Beams.best` under any length / coverage penalty. A sentence
-    whose hypotheses have all ended leaves the batch."""
+    whose hypotheses have all ended leaves the batch. Every step receives
+    ``step_options``."""
     source = model.encode(src, src_lengths, fertility)
     batch, length = src.shape
     device = src.device
@@ -105,7 +112,7 @@ def beams(
     coverage = source.memory.new_zeros(batch * beam, length)
     history = src.new_zeros(batch * beam, 0)
     for step in range(max_len):
-        logits, state, weights = model.decode_step(tokens, state, source)
+        logits, state, weights = model.decode_step(tokens, state, source, **step_options)
         logits = logits.float()  # bf16 under autocast: the beams sum float32 log-probs
         coverage = coverage + weights * (~finished)[:, None]
         # The best continuations of each hypothesis are among its own top-``beam``

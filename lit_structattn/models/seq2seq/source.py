@@ -33,7 +33,7 @@ class EncodedSource:
     [B, S]`` (the real tokens other than the sink, which get the exhaustion bonus); ``final``:
     the BiLSTM encoder's final ``(h, c)``, each ``[B, M]`` (None without a BiLSTM);
     ``memory_share [B, S, H]``: for joint outputs, each position's share ``U_m m_j`` of the
-    attentional layer (see :meth:`Seq2Seq.memory_share`)."""
+    attentional layer (see :meth:`JointOutput.memory_share`)."""
 
     memory: Tensor
     mask: Tensor
