@@ -10,9 +10,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from ..common.constants import very_negative
 from ..structured import LinearChainCRF
-
-FORBIDDEN = -1e9  # log-potential of a forbidden transition or a padded slot (exp underflows to 0)
 
 
 class ChainAttention(nn.Module):
@@ -43,10 +42,10 @@ class ChainAttention(nn.Module):
         """
         slots = unary.shape[-1]
         if mask is not None:
-            unary = unary.masked_fill(~mask[:, None, :], FORBIDDEN)
+            unary = unary.masked_fill(~mask[:, None, :], very_negative(unary.dtype))
         if pairwise is None:
             pairwise = unary.new_zeros(slots, slots)
         if self.forbid_repeat:
             eye = torch.eye(slots, dtype=torch.bool, device=unary.device)
-            pairwise = pairwise.masked_fill(eye, FORBIDDEN)
+            pairwise = pairwise.masked_fill(eye, very_negative(pairwise.dtype))
         return LinearChainCRF(unary, pairwise)

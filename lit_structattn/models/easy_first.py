@@ -52,6 +52,7 @@ from torch import Tensor, nn
 
 from ..attention import Transform, get_transform
 from ..common.checks import check_choice
+from ..common.constants import very_negative
 from ..common.masks import lengths_to_mask
 from ..layers.registry import POSITIONAL, EasyFirstAttentionName, check_attention
 from ..structured import LinearChainCRF
@@ -71,9 +72,6 @@ VANILLA_CRITERIA = ("score", "probability")
 UpdateName = Literal[UPDATES]
 VanillaCriterion = Literal[VANILLA_CRITERIA]
 
-
-# Emission score of the padding tag: never predicted, no gradient, harmless in a CRF.
-_PAD_TAG_SCORE = -1e4
 
 Steps = int | str
 
@@ -366,7 +364,7 @@ class EasyFirstTagger(nn.Module):
         if self.pad_tag is not None:
             pad = torch.zeros(self.num_tags, dtype=torch.bool, device=scores.device)
             pad[self.pad_tag] = True
-            scores = scores.masked_fill(pad, _PAD_TAG_SCORE)
+            scores = scores.masked_fill(pad, very_negative(scores.dtype))  # never predicted
         return scores
 
     def forward(

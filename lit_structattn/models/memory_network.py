@@ -42,8 +42,9 @@ from torch import Tensor, nn
 
 from ..attention import get_transform
 from ..common.checks import check_choice
+from ..common.constants import very_negative
 from ..layers import registry
-from ..layers.chain_over_facts import FORBIDDEN, ChainAttention
+from ..layers.chain_over_facts import ChainAttention
 
 #: The attention names of the family that are transforms per hop (:class:`MemN2N`); the others
 #: are the chains over facts (:class:`ChainCRFMemory`).
@@ -320,8 +321,9 @@ def _linear_chain(theta: Tensor, links: Tensor, real: Tensor) -> Tensor:
 
 def _log_normalize(scores: Tensor, allowed: Tensor) -> Tensor:
     """``scores`` log-softmaxed over the last dimension among the ``allowed`` entries (bool,
-    broadcast to ``scores``); the others get :data:`FORBIDDEN`."""
-    return scores.masked_fill(~allowed, FORBIDDEN).log_softmax(-1)
+    broadcast to ``scores``); the others get
+    :func:`~lit_structattn.common.constants.very_negative`."""
+    return scores.masked_fill(~allowed, very_negative(scores.dtype)).log_softmax(-1)
 
 
 def build_memory_model(attention: registry.MemoryAttentionName, vocab_size: int,
