@@ -162,10 +162,10 @@ class _RowEntry:
     group: str | None = _as_written(default=None)
 
 
-Entry = TypeVar("Entry")
+_Entry = TypeVar("_Entry")
 
 
-def _parsed(kind: type[Entry], value: object, where: str) -> Entry:
+def _parsed(kind: type[_Entry], value: object, where: str) -> _Entry:
     """The mapping ``value`` at ``where`` in a table file as the dataclass ``kind`` (a key whose
     value is null counts as absent): its keys are checked here (jsonargparse ignores an unknown
     key whose value is empty), the types of its values by jsonargparse;
