@@ -41,11 +41,14 @@ demo: install  ## the main job: simple vs structured attention on tree transduct
 	@echo "TensorBoard logs (attention figures, parses): tensorboard --logdir runs/demo"
 
 reproduce: install  ## maintainers: TABLE=... BUDGET=... SEEDS=...; updates reports/ and its ledger
-	$(PYTHON) -m lit_structattn.cli reproduce $(TABLE) --budget $(BUDGET) --seeds $(SEEDS) --ledger
+	$(PYTHON) -m lit_structattn.cli reproduce $(TABLE) --budget $(BUDGET) --seeds $(SEEDS) \
+		--ledger --reports $(CURDIR)/reports
 	$(MAKE) reports
 
 reports: install  ## maintainers: rewrite every report of reports/ from its ledger alone
-	$(PYTHON) -c "from lit_structattn.reproduce.runner import write_ledger_reports as w; w()"
+	$(PYTHON) -c "from pathlib import Path; from lit_structattn.reproduce.ledger import \
+		write_ledger_reports; write_ledger_reports(Path('$(CURDIR)/reports/results'), \
+		Path('$(CURDIR)/reports'))"
 
 test: install  ## the test suite, in TEST_WORKERS processes
 	$(PYTHON) -m pytest $(XDIST)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from lit_structattn.reproduce.runner import verdict
+from lit_structattn.reproduce.report import verdict
 from lit_structattn.reproduce.tables import TABLES
 
 TABLE = TABLES["tree_transduction"]

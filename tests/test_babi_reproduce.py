@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from lit_structattn.reproduce.runner import render
+from lit_structattn.reproduce.report import render
 from lit_structattn.reproduce.tables import TABLES
 
 
@@ -62,8 +62,6 @@ def test_tables_without_selection_render_as_before():
 def test_the_whole_group_shows_the_papers_printed_average_beside_its_rows_mean():
     """Table 4 prints 39.6 as MemN2N's average fact accuracy, where its rows average 36.6: a
     report of the whole group shows both, labelled; a report of part of it only the rows'."""
-    from lit_structattn.reproduce.runner import render
-
     table = TABLES["babi_qa"]
     memn2n = [row for row in table.rows if row.group == "MemN2N"]
     results = {row.name: [{"metrics": {"test/accuracy": 0.5, **({} if "test/fact_accuracy" not in

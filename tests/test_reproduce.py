@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -59,7 +61,7 @@ def test_every_row_has_its_configs_and_shared_rows_resolve(tmp_path):
     run folder, and refuses to when the two configurations differ."""
     from dataclasses import replace
 
-    from lit_structattn.reproduce.runner import _run_dir
+    from lit_structattn.reproduce.ledger import run_dir
     from lit_structattn.reproduce.tables import TABLES
 
     for table in TABLES.values():
@@ -67,13 +69,13 @@ def test_every_row_has_its_configs_and_shared_rows_resolve(tmp_path):
             assert all(config.is_file() for config in row.configs), (table.name, row.name)
     ablation = TABLES["easy_first_ablation"]
     shared = ablation.rows[0]
-    assert _run_dir(ablation, shared, "cpu", 0, tmp_path) == (
+    assert run_dir(ablation, shared, "cpu", 0, tmp_path) == (
         tmp_path / "easy_first_ner" / "cpu" / "nef_crf_f__n_5__en" / "seed0")
     own = ablation.rows[1]
-    assert _run_dir(ablation, own, "cpu", 0, tmp_path).parent.parent.parent.name == ablation.name
+    assert run_dir(ablation, own, "cpu", 0, tmp_path).parent.parent.parent.name == ablation.name
     with pytest.raises(ValueError, match="configurations differ"):
-        _run_dir(ablation, replace(shared, overrides=("--trainer.max_epochs", "9")), "cpu", 0,
-                 tmp_path)
+        run_dir(ablation, replace(shared, overrides=("--trainer.max_epochs", "9")), "cpu", 0,
+                tmp_path)
 
 
 def test_resumed_run_keeps_the_best_checkpoints_of_its_first_part(tmp_path):
@@ -83,13 +85,14 @@ def test_resumed_run_keeps_the_best_checkpoints_of_its_first_part(tmp_path):
     import warnings
     from dataclasses import replace
 
-    from lit_structattn.reproduce.runner import _run_dir, run_one
+    from lit_structattn.reproduce.ledger import run_dir
+    from lit_structattn.reproduce.runner import run_one
     from lit_structattn.reproduce.tables import TABLES
 
     table = TABLES["tree_transduction"]
     row = next(r for r in table.rows if r.name == "simple")
     run_one(table, row, "ci", 0, tmp_path)
-    out = _run_dir(table, row, "ci", 0, tmp_path)
+    out = run_dir(table, row, "ci", 0, tmp_path)
     (out / "result.json").unlink()  # as if interrupted after its first epoch
     args, *rest = table.budgets["ci"]
     longer = replace(table, budgets={"ci": ((*args, "--trainer.max_epochs", "2"), *rest)})
@@ -110,7 +113,8 @@ def test_rows_of_an_earlier_report_are_shown_until_rerun_with_as_many_seeds(tmp_
     gives way to the row's runs once they have at least its seeds; averages use both."""
     from dataclasses import replace
 
-    from lit_structattn.reproduce.runner import earlier_report, render
+    from lit_structattn.reproduce.ledger import earlier_report
+    from lit_structattn.reproduce.report import render
     from lit_structattn.reproduce.tables import TABLES
 
     table = TABLES["babi_qa"]  # selects on validation and averages a group
@@ -160,7 +164,8 @@ def test_reruns_that_differ_are_noted_and_a_superseded_report_shows_no_row(tmp_p
     shown, even with more seeds than the runs, but the notes stay."""
     from dataclasses import replace
 
-    from lit_structattn.reproduce.runner import earlier_report, render
+    from lit_structattn.reproduce.ledger import earlier_report
+    from lit_structattn.reproduce.report import render
     from lit_structattn.reproduce.tables import TABLES
 
     table = TABLES["babi_qa"]
@@ -198,7 +203,12 @@ def test_differences_are_judged_at_the_earlier_reports_printed_precision():
     further than that."""
     from dataclasses import replace
 
-    from lit_structattn.reproduce.runner import EarlierReport, RowSummary, _differences
+    from lit_structattn.reproduce.report import (
+        EarlierReport,
+        RowSummary,
+        _difference_lines,
+        differences,
+    )
     from lit_structattn.reproduce.tables import TABLES
 
     table = TABLES["easy_first_pos"]
@@ -208,20 +218,23 @@ def test_differences_are_judged_at_the_earlier_reports_printed_precision():
         name: RowSummary({key: (94.8, 0.1, None)}, 3, 10.0, False, earlier=True)}, (), True)
 
     def noted(mean, std):
-        return _differences(table, {name: RowSummary({key: (mean, std, None)}, 3, 10.0, False)},
-                            earlier)
+        return differences(table, {name: RowSummary({key: (mean, std, None)}, 3, 10.0, False)},
+                           earlier)
 
-    assert noted(94.896, 0.0808) == []  # printed 94.9 ± 0.1 against 94.8 ± 0.1
-    assert noted(94.93, 0.05) == []  # 0.13 apart unrounded: the old rule noted it
-    lines = noted(94.96, 0.04)
-    assert lines and (f"- {name}, {label}: 95.0 ± 0.0 over 3 seeds here, 94.8 ± 0.1 over 3 in "
-                      "the earlier report: 0.2 apart, more than the seed spread (0.1)") in lines
+    assert noted(94.896, 0.0808) == ()  # printed 94.9 ± 0.1 against 94.8 ± 0.1
+    assert noted(94.93, 0.05) == ()  # 0.13 apart unrounded: the old rule noted it
+    (found,) = noted(94.96, 0.04)
+    assert (found.row, found.label, found.spread) == (name, label, 0.1)
+    assert found.apart == pytest.approx(0.2)  # 95.0 - 94.8, as printed
+    lines = _difference_lines((found,), earlier.source)
+    assert (f"- {name}, {label}: 95.0 ± 0.0 over 3 seeds here, 94.8 ± 0.1 over 3 in the "
+            "earlier report: 0.2 apart, more than the seed spread (0.1)") in lines
 
 
 def test_the_report_dates_its_runs_and_counts_those_without_a_date():
     from dataclasses import replace
 
-    from lit_structattn.reproduce.runner import render
+    from lit_structattn.reproduce.report import render
     from lit_structattn.reproduce.tables import TABLES
 
     table = TABLES["babi_qa"]
@@ -245,7 +258,7 @@ def test_the_report_dates_its_runs_and_counts_those_without_a_date():
 
 
 def test_wall_time_is_marked_partial_only_for_a_resumption_without_a_recorded_clock():
-    from lit_structattn.reproduce.runner import summarize
+    from lit_structattn.reproduce.report import summarize
     from lit_structattn.reproduce.tables import TABLES
 
     table = TABLES["tree_transduction"]
@@ -259,13 +272,14 @@ def test_wall_time_is_marked_partial_only_for_a_resumption_without_a_recorded_cl
 
 def test_cli_writes_to_runs_by_default_and_to_the_ledger_only_when_asked(
         tmp_path, monkeypatch, capsys):
-    """``structattn reproduce`` leaves the committed reports alone unless given ``--ledger``;
-    a budget a table lacks is refused by name; ``--help`` says what each budget costs."""
+    """``structattn reproduce`` leaves the committed reports alone unless given ``--ledger``,
+    which writes to ``--reports`` (default: ``reports`` in the current folder) and refuses a
+    folder that is not there; a budget a table lacks is refused by name; ``--help`` says what
+    each budget costs."""
     from lit_structattn.reproduce import runner
 
     reports = tmp_path / "reports"
     reports.mkdir()
-    monkeypatch.setattr(runner, "REPORTS", reports)
     monkeypatch.chdir(tmp_path)
     cached = ["tree_transduction", "--budget", "ci", "--seeds", "1", "--cached-only"]
     runner.main(cached)
@@ -273,8 +287,15 @@ def test_cli_writes_to_runs_by_default_and_to_the_ledger_only_when_asked(
     assert list(reports.iterdir()) == []
     runner.main([*cached, "--ledger"])
     assert [p.name for p in reports.iterdir()] == ["tree_transduction_ci.md"]
-    runner.main([*cached, "--ledger", "--budget", "cpu"])  # the report beside the paper's
-    assert (reports / "tree_transduction.md").is_file()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    runner.main([*cached, "--ledger", "--budget", "cpu", "--reports", str(elsewhere)])
+    assert [p.name for p in elsewhere.iterdir()] == ["tree_transduction.md"]  # beside the paper's
+    assert not (reports / "tree_transduction.md").exists()
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        runner.main([*cached, "--ledger", "--reports", str(tmp_path / "missing")])
+    assert f"--ledger: no reports folder {tmp_path / 'missing'}" in capsys.readouterr().err
     with pytest.raises(ValueError, match="unknown budget of nli 'demo'; valid: ci, cpu, paper"):
         runner.main(["nli", "--budget", "demo", "--root", str(tmp_path)])
     capsys.readouterr()
@@ -282,13 +303,49 @@ def test_cli_writes_to_runs_by_default_and_to_the_ledger_only_when_asked(
         runner.main(["--help"])
     shown = capsys.readouterr().out
     assert "seconds per row" in shown and "2-core CPU" in shown and "for a GPU" in shown
-    assert "--ledger" in shown and "runs/reproduce" in shown
+    assert "--ledger" in shown and "--reports" in shown and "runs/reproduce" in shown
+
+
+def test_an_installed_package_looks_for_no_reports_outside_itself(tmp_path):
+    """Installed as a wheel (the package alone in site-packages, here beside a ``reports``
+    folder where ``Path(__file__).parents[2]`` would find one), ``--ledger`` takes the reports
+    folder from ``--reports`` or the current folder, never from beside the package."""
+    import shutil
+    import subprocess
+    import sys
+
+    import lit_structattn
+
+    site = tmp_path / "site"
+    shutil.copytree(Path(lit_structattn.__file__).parent, site / "lit_structattn",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (site / "reports").mkdir()  # not the package's: it must stay empty
+    work, reports = tmp_path / "work", tmp_path / "mine"
+    work.mkdir()
+    reports.mkdir()
+    code = f"""
+import lit_structattn
+from lit_structattn.reproduce import main
+assert lit_structattn.__file__.startswith({str(site)!r}), lit_structattn.__file__
+cached = ["tree_transduction", "--budget", "ci", "--seeds", "1", "--cached-only", "--ledger"]
+try:
+    main(cached)
+except SystemExit as exit:
+    print("refused", exit.code)
+main([*cached, "--reports", {str(reports)!r}])
+"""
+    run = subprocess.run([sys.executable, "-c", code], cwd=work, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(site)}, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert "refused 2" in run.stdout and "--ledger: no reports folder reports" in run.stderr
+    assert [p.name for p in reports.iterdir()] == ["tree_transduction_ci.md"]
+    assert list((site / "reports").iterdir()) == [] and list(work.iterdir()) == []
 
 
 def test_the_verdict_is_computed_from_every_seed():
     from dataclasses import replace
 
-    from lit_structattn.reproduce.runner import render, verdict
+    from lit_structattn.reproduce.report import render, verdict
     from lit_structattn.reproduce.tables import TABLES
 
     table = TABLES["tree_transduction"]

@@ -15,6 +15,7 @@ import yaml
 
 from lit_structattn.cli import command as cli
 from lit_structattn.reproduce import runner
+from lit_structattn.reproduce.ledger import run_dir
 from lit_structattn.reproduce.tables import TABLES
 from lit_structattn.run.folders import FIT_LOCK, FolderBusy, folder_lock
 from lit_structattn.run.lightning_cli import build_cli
@@ -90,7 +91,7 @@ def test_a_second_reproduction_of_a_running_seed_waits_and_takes_its_result(
     row = table.rows[0]
     trained = []
     monkeypatch.setattr(runner, "_fit_and_test", lambda *args: trained.append(args) or {})
-    out = runner._run_dir(table, row, "ci", 0, tmp_path)
+    out = run_dir(table, row, "ci", 0, tmp_path)
     holding = threading.Event()
 
     def first_process():

@@ -155,7 +155,7 @@ def _drop(path: tuple):
     (_set(("rows", 0, "same_run_as"), ["mine", "z"]),
      "table 'mine', row 'a': same_run_as ['mine', 'z'] names no row of the tables (mine)"),
     (_set(("rows", 0, "same_run_as"), "mine"),
-     "table 'mine', row 'a', same_run_as: expected [table, row], got 'mine'"),
+     "table 'mine', row 'a', same_run_as: expected tuple[str, str] | None, got 'mine'"),
     (_set(("rows", 0, "paper"), {"test/bleu": 30.0}),
      "table 'mine', row 'a': paper numbers for ['test/bleu'], which are not metrics"),
     (_set(("rows", 0, "overlay"), {"trainer": {"devices": [0, 1]}}),
@@ -164,8 +164,16 @@ def _drop(path: tuple):
      "table 'mine', claim: 'a' and 'c' must be rows of the table"),
     (_set(("claim",), {"better": "a", "worse": "b", "metrics": ["test/ltf_d9"]}),
      "table 'mine', claim: metrics ['test/ltf_d9'] must be metrics of the table"),
-    (_set(("rows",), {"name": "a"}), "table 'mine', rows: expected a list, got"),
-    (_set(("note",), ["part", 3]), "table 'mine', note: expected a string, got 3"),
+    (_set(("rows",), {"name": "a"}),
+     "table 'mine', rows: expected list[dict[str, Any]], got {'name': 'a'}"),
+    (_set(("note",), ["part", 3]), "table 'mine', note: expected str | list[str], got ['part', 3]"),
+    (_set(("seeds",), True), "table 'mine', seeds: expected int, got True"),
+    (_set(("rows", 0, "paper"), {"test/ltf_d2": "high"}),
+     "table 'mine', row 'a', paper: expected dict[str, float], got {'test/ltf_d2': 'high'}"),
+    (_drop(("metrics", 0, "label")), "table 'mine', metrics: missing key(s) 'label'"),
+    (_set(("title",), None), "table 'mine': missing key(s) 'title'"),
+    (_set(("budgets", "ci", "overlay"), [1]),
+     "table 'mine', budgets, ci, overlay: expected dict[str, Any], got [1]"),
 ])
 def test_bad_table_file_is_refused_naming_file_and_problem(tmp_path, change, message):
     spec = valid_table()
@@ -175,6 +183,21 @@ def test_bad_table_file_is_refused_naming_file_and_problem(tmp_path, change, mes
         load_tables(tmp_path)
     assert str(error.value).startswith(str(tmp_path / "mine.yaml") + ": ")
     assert message in str(error.value)
+
+
+def test_strings_are_read_as_written(tmp_path):
+    """jsonargparse reads some strings as YAML, as on a command line; a table file's strings are
+    kept as the file wrote them."""
+    spec = valid_table()
+    spec.update(title="T: a title", note="[not, a list]", select_by="null")
+    spec["rows"][0].update(name="a: b", group="null")
+    spec["rows"][1].update(test_of="a: b", overlay={"ckpt_path": "x: y", "model": {"lr": "1e-3"}})
+    write(tmp_path, "mine.yaml", {"mine": spec})
+    (table,) = load_tables(tmp_path).values()
+    assert (table.title, table.note, table.select_by) == ("T: a title", "[not, a list]", "null")
+    assert (table.rows[0].name, table.rows[0].group, table.rows[1].test_of) == (
+        "a: b", "null", "a: b")
+    assert table.rows[1].overrides == ("--ckpt_path", "x: y", "--model.lr", "1e-3")
 
 
 def test_bad_file_level_is_refused(tmp_path):

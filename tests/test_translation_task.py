@@ -16,6 +16,8 @@ import torch
 from lit_structattn.figures.plots import AttentionMap, plot_figure
 from lit_structattn.models.seq2seq import Seq2Seq
 from lit_structattn.reproduce import runner
+from lit_structattn.reproduce.ledger import cached_result, ledger_file
+from lit_structattn.reproduce.report import render
 from lit_structattn.reproduce.tables import TABLES
 from lit_structattn.run.lightning_cli import build_cli
 from lit_structattn.tasks.schedules import DecayFrom
@@ -124,11 +126,11 @@ def test_runner_tests_the_checkpoint_of_another_row(corpus, tmp_path):
     rows = tuple(replace(r, overrides=overrides) for r in table.rows[:2])
     table = replace(table, rows=rows)
     covpenalty = runner.run_one(table, rows[1], "ci", 0, tmp_path)
-    softmax = runner.cached_result(table, rows[0], "ci", 0, tmp_path)
+    softmax = cached_result(table, rows[0], "ci", 0, tmp_path)
     assert softmax is not None and "tested_checkpoint" not in softmax
     assert "/softmax/seed0/" in covpenalty["tested_checkpoint"]
     assert "chosen" in covpenalty["notes"]["COVPENALTY"]
-    report = runner.render(table, "ci", range(1), {r.name: [runner.cached_result(
+    report = render(table, "ci", range(1), {r.name: [cached_result(
         table, r, "ci", 0, tmp_path)] for r in rows})
     assert "- BLEU: `nrefs:1|case:mixed" in report
     assert "- softmax + COVPENALTY, seed 0: COVPENALTY: alpha, beta tuned" in report
@@ -146,9 +148,9 @@ def test_a_row_whose_checkpoint_is_gone_is_retrained_for_its_test_of_row(corpus,
     ledger, first, second = tmp_path / "ledger", tmp_path / "first", tmp_path / "second"
     filed = runner.run_one(table, tester, "ci", 0, first, ledger)
     assert "tested model" not in filed["notes"]  # it tested the run the ledger holds
-    entry = runner._ledger_file(table, trained, "ci", 0, ledger)
+    entry = ledger_file(table, trained, "ci", 0, ledger)
     kept = entry.read_text()
-    runner._ledger_file(table, tester, "ci", 0, ledger).unlink()
+    ledger_file(table, tester, "ci", 0, ledger).unlink()
     retested = runner.run_one(table, tester, "ci", 0, second, ledger)  # `first` is lost
     assert entry.read_text() == kept
     assert "/second/" in retested["tested_checkpoint"]

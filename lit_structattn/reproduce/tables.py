@@ -1,7 +1,15 @@
 """The paper tables the runner knows, read from ``configs/tables/*.yaml``: their rows (a stack of
 config files plus a config overlay), the metrics to report, the paper's numbers, and the overlay
-of each budget. This module keeps what YAML cannot say: the dataclasses, the budget names and
-the loader, which checks every file and turns overlays into the CLI arguments the runner passes.
+of each budget, as the dataclasses :class:`Table`, :class:`Row` and :class:`Claim` the runner
+reads.
+
+Method: every mapping of a file has a dataclass of its form (``_TableEntry``, ``_RowEntry``, ...,
+:class:`Claim` as it is) whose types jsonargparse checks, the parser the configs go through; by
+hand are checked only the keys, the config files, the budget names and what spans rows and
+tables (unique row names, the rows a ``test_of``, a claim or ``same_run_as`` names, the paper's
+numbers of the table's metrics). The loader then turns overlays into the CLI arguments the
+runner passes. A bad file raises :class:`TableFileError` naming the file, the table / row and
+the key.
 
 A table file has ``tables: {name: table}`` and may have ``shared:``, a free section for the YAML
 anchors its tables share (``&note``, ``*note``, ``<<: *budgets``). A table::
@@ -27,11 +35,16 @@ anchors its tables share (``&note``, ``*note``, ``<<: *budgets``). A table::
 
 from __future__ import annotations
 
+import copy
+import functools
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
+from typing import Any, TypeVar
 
 import yaml
+from jsonargparse import ArgumentError, ArgumentParser
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"  # shipped with the package
 TABLE_FILES = CONFIGS / "tables"
@@ -89,18 +102,105 @@ class Table:
 
 
 class TableFileError(ValueError):
-    """A table file that does not describe valid tables; the message names the file and the
-    table / row."""
+    """A table file that does not describe valid tables; the message names the file, the table /
+    row and the key."""
 
 
-# (required keys, optional keys) of each mapping of a table file
-_FILE_KEYS = ({"tables"}, {"shared"})
-_TABLE_KEYS = ({"title", "note", "metrics", "budgets", "rows"},
-               {"scale", "select_by", "claim", "printed_averages", "seeds"})
-_METRIC_KEYS = ({"key", "label"}, set())
-_CLAIM_KEYS = ({"better", "worse", "metrics"}, set())
-_BUDGET_KEYS = ({"describe"}, {"overlay"})
-_ROW_KEYS = ({"name", "configs"}, {"overlay", "paper", "test_of", "same_run_as", "group"})
+def _as_written(**default: Any) -> Any:
+    """A field of a table file's form whose value is kept as the file wrote it, once jsonargparse
+    checked its type: in such a type (``Any`` inside, or a union of a string with another type)
+    jsonargparse reads some strings as YAML, as it does on a command line (``'null'`` as None,
+    ``'[a, b]'`` as a list, ``'a: b'`` directly inside a mapping of ``Any`` as a mapping). A
+    collection of mappings is one too, each mapping parsed on its own so that an error names its
+    row, budget or metric."""
+    return field(metadata={"as_written": True}, **default)
+
+
+# The form of each mapping of a table file, as jsonargparse checks it.
+
+
+@dataclass(frozen=True)
+class _FileEntry:
+    tables: dict[str, dict[str, Any]] = _as_written()  # each a _TableEntry
+    shared: Any = _as_written(default=None)  # the YAML anchors the tables share
+
+
+@dataclass(frozen=True)
+class _TableEntry:
+    title: str
+    note: str | list[str] = _as_written()  # a list of strings is joined with a space
+    metrics: list[dict[str, Any]] = _as_written()  # each a _MetricEntry
+    budgets: dict[str, dict[str, Any]] = _as_written()  # {budget name: _BudgetEntry}
+    rows: list[dict[str, Any]] = _as_written()  # each a _RowEntry
+    scale: float = 100.0
+    select_by: str | None = _as_written(default=None)
+    claim: dict[str, Any] | None = _as_written(default=None)  # a Claim
+    printed_averages: dict[str, dict[str, float]] = field(default_factory=dict)
+    seeds: int = 3
+
+
+@dataclass(frozen=True)
+class _MetricEntry:
+    key: str
+    label: str
+
+
+@dataclass(frozen=True)
+class _BudgetEntry:
+    describe: str
+    overlay: dict[str, Any] = _as_written(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _RowEntry:
+    name: str
+    configs: list[str]  # under the configs folder
+    overlay: dict[str, Any] = _as_written(default_factory=dict)
+    paper: dict[str, float] = field(default_factory=dict)
+    test_of: str | None = _as_written(default=None)
+    same_run_as: tuple[str, str] | None = None
+    group: str | None = _as_written(default=None)
+
+
+_Entry = TypeVar("_Entry")
+
+
+def _parsed(kind: type[_Entry], value: object, where: str) -> _Entry:
+    """The mapping ``value`` at ``where`` in a table file as the dataclass ``kind`` (a key whose
+    value is null counts as absent): its keys are checked here (jsonargparse ignores an unknown
+    key whose value is empty), the types of its values by jsonargparse;
+    :class:`TableFileError` at ``where`` otherwise."""
+    if not isinstance(value, dict):
+        raise TableFileError(f"{where}: expected a mapping, got {value!r}")
+    declared = fields(kind)
+    unknown = sorted(set(value) - {f.name for f in declared}, key=str)
+    if unknown:
+        raise TableFileError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; valid "
+                             f"keys: {', '.join(sorted(f.name for f in declared))}")
+    given = {key: item for key, item in value.items() if item is not None}
+    missing = [f.name for f in declared if f.name not in given
+               and f.default is MISSING and f.default_factory is MISSING]
+    if missing:
+        raise TableFileError(f"{where}: missing key(s) {', '.join(map(repr, missing))}")
+    try:
+        # a copy: jsonargparse rewrites the strings it reads as YAML in place
+        parsed = _parser(kind).parse_object({"entry": copy.deepcopy(given)}, defaults=False).entry
+    except ArgumentError as error:  # 'Parser key "entry.note": ...' (the key of the mapping)
+        key = re.match(r'Parser key "entry\.([^".]+)', str(error))
+        if key is None:
+            raise TableFileError(f"{where}: {error}") from None
+        expected = next(f.type for f in declared if f.name == key[1])
+        raise TableFileError(f"{where}, {key[1]}: expected {expected}, got {given[key[1]]!r}"
+                             ) from None
+    return kind(**{f.name: given[f.name] if f.metadata.get("as_written") else parsed[f.name]
+                   for f in declared if f.name in given})
+
+
+@functools.cache
+def _parser(kind: type) -> ArgumentParser:
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_argument("--entry", type=kind)
+    return parser
 
 
 def cli_value(value: object) -> str:
@@ -118,7 +218,7 @@ def overlay_arguments(overlay: Mapping, where: str = "overlay", prefix: str = ""
     ``prefix``: the dotted path of ``overlay`` itself (``"model.init_args."``), ``where``: its
     place in a table file, for errors."""
     arguments: list[str] = []
-    for key, value in _typed(overlay, dict, where).items():
+    for key, value in overlay.items():
         name = f"{prefix}{key}"
         if isinstance(value, dict):
             arguments += overlay_arguments(value, where, f"{name}.")
@@ -130,102 +230,39 @@ def overlay_arguments(overlay: Mapping, where: str = "overlay", prefix: str = ""
     return tuple(arguments)
 
 
-def _typed(value, kind: type, where: str):
-    """``value`` if it is a ``kind``, else a :class:`TableFileError` at ``where``."""
-    if not isinstance(value, kind):
-        names = {dict: "a mapping", list: "a list", str: "a string"}
-        raise TableFileError(f"{where}: expected {names.get(kind, kind.__name__)}, got "
-                             f"{value!r}")
-    return value
-
-
-def _checked(value, keys: tuple[set[str], set[str]], where: str) -> dict:
-    """The mapping ``value`` with its keys checked against ``(required, optional)``."""
-    required, optional = keys
-    mapping = _typed(value, dict, where)
-    unknown = sorted(set(mapping) - required - optional, key=str)
-    if unknown:
-        raise TableFileError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; valid "
-                             f"keys: {', '.join(sorted(required | optional))}")
-    missing = sorted(required - set(mapping))
-    if missing:
-        raise TableFileError(f"{where}: missing key(s) {', '.join(map(repr, missing))}")
-    return mapping
-
-
-def _text(value, where: str) -> str:
-    """A string, or a list of strings joined with a single space."""
-    if isinstance(value, list):
-        return " ".join(_typed(part, str, where) for part in value)
-    return _typed(value, str, where)
-
-
-def _number(value, where: str) -> float:
-    """An int or float (not a boolean) as a float."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TableFileError(f"{where}: expected a number, got {value!r}")
-    return float(value)
-
-
 def _config(path: str, where: str, configs: Path) -> Path:
     """``configs / path``, which must be a file."""
-    config = configs / _typed(path, str, where)
+    config = configs / path
     if not config.is_file():
         raise TableFileError(f"{where}: config {path!r} does not exist (looked for {config})")
     return config
 
 
-def _pair(value, where: str) -> tuple[str, str]:
-    """``[table, row]`` as a tuple."""
-    if not (isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value)):
-        raise TableFileError(f"{where}: expected [table, row], got {value!r}")
-    return value[0], value[1]
-
-
-def _row(spec, index: int, where: str, configs: Path) -> Row:
+def _row(spec: dict, index: int, where: str, configs: Path) -> Row:
     """Row number ``index`` (from 1) of the table at ``where``."""
-    name = spec.get("name") if isinstance(spec, dict) else None
+    name = spec.get("name")
     at = f"{where}, row {name!r}" if isinstance(name, str) else f"{where}, row {index}"
-    spec = _checked(spec, _ROW_KEYS, at)
+    entry = _parsed(_RowEntry, spec, at)
     return Row(
-        name=_typed(name, str, f"{at}, name"),
-        configs=tuple(_config(path, f"{at}, configs", configs)
-                      for path in _typed(spec["configs"], list, f"{at}, configs")),
-        overrides=overlay_arguments(spec.get("overlay", {}), f"{at}, overlay"),
-        paper={key: _number(value, f"{at}, paper, {key}")
-               for key, value in _typed(spec.get("paper", {}), dict, f"{at}, paper").items()},
-        test_of=spec.get("test_of"),
-        same_run_as=(_pair(spec["same_run_as"], f"{at}, same_run_as")
-                     if "same_run_as" in spec else None),
-        group=spec.get("group"),
+        name=entry.name,
+        configs=tuple(_config(path, f"{at}, configs", configs) for path in entry.configs),
+        overrides=overlay_arguments(entry.overlay, f"{at}, overlay"),
+        paper=entry.paper, test_of=entry.test_of, same_run_as=entry.same_run_as,
+        group=entry.group,
     )
 
 
-def _budgets(spec, where: str) -> dict[str, tuple[tuple[str, ...], str]]:
+def _budgets(spec: dict[str, dict], where: str) -> dict[str, tuple[tuple[str, ...], str]]:
     """``{budget: (CLI overrides, description)}`` of a table's ``budgets`` mapping."""
     budgets = {}
-    for budget, value in _typed(spec, dict, where).items():
+    for budget, value in spec.items():
         if budget not in BUDGETS:
             raise TableFileError(f"{where}: unknown budget {budget!r}; budgets: "
                                  f"{', '.join(BUDGETS)}")
-        value = _checked(value, _BUDGET_KEYS, f"{where}, {budget}")
-        budgets[budget] = (
-            overlay_arguments(value.get("overlay", {}), f"{where}, {budget}, overlay"),
-            _typed(value["describe"], str, f"{where}, {budget}, describe"))
+        entry = _parsed(_BudgetEntry, value, f"{where}, {budget}")
+        budgets[budget] = (overlay_arguments(entry.overlay, f"{where}, {budget}, overlay"),
+                           entry.describe)
     return budgets
-
-
-def _metric(spec, where: str) -> tuple[str, str]:
-    """``(logged key, column label)``."""
-    spec = _checked(spec, _METRIC_KEYS, where)
-    return _typed(spec["key"], str, f"{where}, key"), _typed(spec["label"], str, f"{where}, label")
-
-
-def _claim(spec, where: str) -> Claim:
-    """A table's ``claim`` mapping."""
-    spec = _checked(spec, _CLAIM_KEYS, where)
-    return Claim(spec["better"], spec["worse"],
-                 tuple(_typed(spec["metrics"], list, f"{where}, metrics")))
 
 
 def _check_rows(table: Table, where: str) -> None:
@@ -252,28 +289,32 @@ def _check_rows(table: Table, where: str) -> None:
                              "of the table")
 
 
-def _table(name: str, spec, where: str, configs: Path) -> Table:
+def _table(name: str, spec: object, where: str, configs: Path) -> Table:
     """Table ``name`` of a table file, checked."""
-    spec = _checked(spec, _TABLE_KEYS, where)
-    rows = tuple(_row(row, index, where, configs) for index, row
-                 in enumerate(_typed(spec["rows"], list, f"{where}, rows"), start=1))
-    printed = _printed_averages(spec.get("printed_averages", {}), f"{where}, printed_averages")
+    entry = _parsed(_TableEntry, spec, where)
+    rows = tuple(_row(row, index, where, configs) for index, row in enumerate(entry.rows, start=1))
     table = Table(
         name=name,
-        title=_typed(spec["title"], str, f"{where}, title"),
+        title=entry.title,
         rows=rows,
-        metrics=tuple(_metric(metric, f"{where}, metrics")
-                      for metric in _typed(spec["metrics"], list, f"{where}, metrics")),
-        budgets=_budgets(spec["budgets"], f"{where}, budgets"),
-        note=_text(spec["note"], f"{where}, note"),
-        scale=_number(spec.get("scale", 100), f"{where}, scale"),
-        select_by=spec.get("select_by"),
-        claim=_claim(spec["claim"], f"{where}, claim") if "claim" in spec else None,
+        metrics=tuple((metric.key, metric.label) for metric in (
+            _parsed(_MetricEntry, spec, f"{where}, metrics") for spec in entry.metrics)),
+        budgets=_budgets(entry.budgets, f"{where}, budgets"),
+        note=entry.note if isinstance(entry.note, str) else " ".join(entry.note),
+        scale=entry.scale,
+        select_by=entry.select_by,
+        claim=None if entry.claim is None else _parsed(Claim, entry.claim, f"{where}, claim"),
         printed_averages={group: (sum(row.group == group for row in rows), values)
-                          for group, values in printed.items()},
-        seeds=_typed(spec.get("seeds", 3), int, f"{where}, seeds"),
+                          for group, values in entry.printed_averages.items()},
+        seeds=entry.seeds,
     )
     _check_rows(table, where)
+    _check_printed_averages(table, where)
+    return table
+
+
+def _check_printed_averages(table: Table, where: str) -> None:
+    """The paper's printed averages are of row groups and metrics of the table."""
     groups = {row.group for row in table.rows}
     for group, (_, values) in table.printed_averages.items():
         if group not in groups:
@@ -283,14 +324,6 @@ def _table(name: str, spec, where: str, configs: Path) -> Table:
         if unknown:
             raise TableFileError(f"{where}, printed_averages, {group}: {sorted(unknown)} are "
                                  "not metrics of the table")
-    return table
-
-
-def _printed_averages(spec, where: str) -> dict[str, dict[str, float]]:
-    """``{group: {metric key: number}}``, checked."""
-    return {group: {key: _number(value, f"{where}, {group}, {key}")
-                    for key, value in _typed(values, dict, f"{where}, {group}").items()}
-            for group, values in _typed(spec, dict, where).items()}
 
 
 def read_table_file(path: Path, configs: Path = CONFIGS) -> dict[str, Table]:
@@ -299,9 +332,9 @@ def read_table_file(path: Path, configs: Path = CONFIGS) -> dict[str, Table]:
         document = yaml.safe_load(path.read_text())
     except yaml.YAMLError as error:
         raise TableFileError(f"{path}: not valid YAML: {error}") from error
-    spec = _checked(document, _FILE_KEYS, str(path))
+    tables = _parsed(_FileEntry, document, str(path)).tables
     return {name: _table(name, table, f"{path}: table {name!r}", configs)
-            for name, table in _typed(spec["tables"], dict, f"{path}: tables").items()}
+            for name, table in tables.items()}
 
 
 def _check_shared_runs(tables: dict[str, Table], files: dict[str, Path]) -> None:

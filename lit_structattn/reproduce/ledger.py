@@ -1,0 +1,156 @@
+"""Where the results of a reproduction live, and the reports a ledger gives alone.
+
+Run folders: each run of a table's row writes ``<root>/<table>/<budget>/<row>/seed<k>/`` (its
+logs and checkpoints) and, once finished, ``result.json`` there; a ``same_run_as`` row reads and
+writes the folder of the other table's row.
+
+The ledger: ``<results>/<table>/<budget>/<row>/seed<k>.json``, one file per finished run, which
+maintainers commit beside the reports (``reports/results``), so that a report can be written
+again, and finished runs skipped, on a machine whose run folders are gone. Its
+``<table>/<budget>/earlier.json`` holds rows of an earlier report whose per-run results were
+lost, as that report printed them: the report shows such a row until as many seeds are run
+again, and notes where a re-run differs from it by more than the seed spread. Once every row of
+it is run again, the file is renamed ``superseded.json``: no row is shown from it, only those
+notes.
+
+Contract: every folder is an argument; nothing here knows where a repository or its
+``reports/`` is.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .report import EarlierReport, RowSummary, write_report
+from .tables import TABLES, Row, Table
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in text.lower()).strip("_")
+
+
+def row_folder(table: Table, row: Row, budget: str, base: Path) -> Path:
+    """``base/<table>/<budget>/<row>``, of the other table for a ``same_run_as`` row."""
+    if row.same_run_as is not None:
+        table, row = _shared_row(table, row)
+    return base / table.name / budget / _slug(row.name)
+
+
+def run_dir(table: Table, row: Row, budget: str, seed: int, root: Path) -> Path:
+    """The run folder of ``row`` and ``seed`` under ``root``."""
+    return row_folder(table, row, budget, root) / f"seed{seed}"
+
+
+def ledger_file(table: Table, row: Row, budget: str, seed: int, results: Path) -> Path:
+    """The entry of ``row`` and ``seed`` in the ledger ``results``."""
+    return row_folder(table, row, budget, results) / f"seed{seed}.json"
+
+
+def _shared_row(table: Table, row: Row) -> tuple[Table, Row]:
+    """The other table's row whose runs ``row`` of ``table`` shares; ``ValueError`` unless
+    their configurations and budgets are the same."""
+    other_table = TABLES[row.same_run_as[0]]
+    other = next(r for r in other_table.rows if r.name == row.same_run_as[1])
+
+    def setup(t: Table, r: Row) -> tuple:
+        return r.configs, r.overrides, r.test_of, {b: o for b, (o, _) in t.budgets.items()}
+
+    if setup(table, row) != setup(other_table, other):
+        raise ValueError(f"row {row.name!r} of {table.name} shares the runs of "
+                         f"{other_table.name}: {other.name!r} but their configurations differ")
+    return other_table, other
+
+
+def cached_result(
+    table: Table, row: Row, budget: str, seed: int, root: Path | None,
+    results: Path | None = None,
+) -> dict | None:
+    """The stored result of one finished run (in its run folder under ``root``, else in the
+    ledger ``results``), or None."""
+    candidates = [*([run_dir(table, row, budget, seed, root) / "result.json"] if root else []),
+                  *([ledger_file(table, row, budget, seed, results)] if results else [])]
+    for result_file in candidates:
+        if result_file.exists():
+            return json.loads(result_file.read_text())
+    return None
+
+
+def file_result(result: dict, table: Table, row: Row, budget: str, seed: int,
+                results: Path | None) -> None:
+    """Write ``result`` into the ledger ``results`` (if given and not there yet)."""
+    if results is None:
+        return
+    entry = ledger_file(table, row, budget, seed, results)
+    if not entry.exists():
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        entry.write_text(json.dumps(result, indent=2) + "\n")
+
+
+def stored(
+    table: Table, row: Row, budget: str, seed: int, root: Path | None, results: Path | None,
+) -> dict | None:
+    """:func:`cached_result`, filed in the ledger ``results`` when found."""
+    result = cached_result(table, row, budget, seed, root, results)
+    if result is not None:
+        file_result(result, table, row, budget, seed, results)
+    return result
+
+
+def stored_runs(
+    table: Table, rows: list[Row], budget: str, seeds: range, root: Path | None,
+    results: Path | None,
+) -> dict[str, list[dict]]:
+    """``{row name: the stored results among seeds}`` of each of ``rows`` (:func:`stored`)."""
+    found = {row.name: [stored(table, row, budget, seed, root, results) for seed in seeds]
+             for row in rows}
+    return {name: [r for r in runs if r is not None] for name, runs in found.items()}
+
+
+def earlier_report(table: Table, budget: str, results: Path | None) -> EarlierReport:
+    """The ledger's earlier report of ``table`` at ``budget``: ``earlier.json``, else
+    ``superseded.json`` (empty when there is neither); ``ValueError`` naming the file when it is
+    malformed."""
+    folder = None if results is None else results / table.name / budget
+    found = [] if folder is None else [folder / name for name in ("earlier.json",
+                                                                  "superseded.json")
+                                       if (folder / name).exists()]
+    if not found:
+        return EarlierReport()
+    path = found[0]
+    try:
+        record = json.loads(path.read_text())
+        return EarlierReport(record["source"], {
+            name: RowSummary({key: (mean, std if row["seeds"] > 1 else None, best)
+                              for key, (mean, std, best) in row["cells"].items()},
+                             row["seeds"], row["wall_minutes"], row.get("resumed", False),
+                             earlier=True)
+            for name, row in record["rows"].items()}, tuple(record.get("notes", ())),
+            superseded=path.name == "superseded.json")
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise ValueError(f"{path}: not an earlier-report record ({error!r}); expected "
+                         '{"source": ..., "rows": {name: {"seeds", "wall_minutes", "cells"}}}'
+                         ) from error
+
+
+def ledger_report_name(table: str, budget: str) -> str:
+    """The committed report of ``table`` at ``budget``: ``<table>.md`` for the ``cpu`` budget
+    (the reports beside the papers' tables), ``<table>_<budget>.md`` for the others."""
+    return f"{table}.md" if budget == "cpu" else f"{table}_{budget}.md"
+
+
+def write_ledger_reports(results: Path, reports: Path) -> list[Path]:
+    """Write the report of every table and budget of the ledger ``results`` from it alone (as
+    ``--cached-only`` over the table's ``seeds``) into the folder ``reports``; returns the
+    reports' paths. What is committed in ``reports/`` must equal what this writes from
+    ``reports/results`` (``tests/test_ledger_reports.py``; ``make reports`` rewrites them)."""
+    written = []
+    for name in sorted(p.name for p in results.iterdir() if p.is_dir()):
+        table = TABLES[name]
+        for budget in sorted(p.name for p in (results / name).iterdir() if p.is_dir()):
+            seeds = range(table.seeds)
+            written.append(write_report(
+                reports / ledger_report_name(name, budget), table, list(table.rows), budget,
+                seeds, stored_runs(table, list(table.rows), budget, seeds, None, results),
+                earlier_report(table, budget, results), cached_only=True))
+    return written
