@@ -40,7 +40,7 @@ import torch
 from ..datamodules.files import atomic_path, cache_root, data_root, require_files
 from ..datamodules.ud_pos import DependencyTree, read_conllu_trees
 from ..datamodules.vocabulary import Vocabulary
-from ..models.parser import DependencyParser, attachment_counts
+from ..models.parser import DependencyParser, ParserOptions, attachment_counts
 from ..run.cache_records import load_record
 
 EWT_FILES = {split: f"en_ewt-ud-{split}.conllu.gz" for split in ("train", "dev", "test")}
@@ -120,7 +120,8 @@ def train_parser(settings: dict, log=print) -> dict:
     vocab = Vocabulary.build(counts, min_count=2)
     seed = settings["seed"]
     torch.manual_seed(seed)
-    parser = DependencyParser(len(vocab), settings["embed_dim"], settings["hidden_dim"],
+    parser = DependencyParser(len(vocab), ParserOptions(settings["embed_dim"],
+                                                        settings["hidden_dim"]),
                               bounded=False, dropout=settings["dropout"])
     optimizer = torch.optim.Adam(parser.parameters(), lr=settings["lr"], betas=(0.9, 0.999))
     batches = length_batches([t for t in trees["train"]
@@ -183,7 +184,8 @@ def build_parser(record: dict, mode: str = "structured") -> tuple[DependencyPars
     """The parser of a cache record (in ``mode``; its sizes are in the record's ``key``, the
     :func:`parser_settings`) and its vocabulary."""
     config = record["key"]
-    parser = DependencyParser(len(record["vocab"]), config["embed_dim"], config["hidden_dim"],
+    parser = DependencyParser(len(record["vocab"]), ParserOptions(config["embed_dim"],
+                                                                  config["hidden_dim"]),
                               mode=mode, bounded=False)
     parser.load_state_dict(record["state_dict"])
     return parser, Vocabulary(record["vocab"])

@@ -28,6 +28,7 @@ from ..common.codec import (
     restore_codec,
 )
 from ..run.checkpoints import checkpoint_bytes
+from .upgrade import upgraded_checkpoint
 
 # A task given its model as an object (``model: class_path ...``) records the model's
 # configuration in its hyper-parameters (LightningCLI's instantiator does), which is what
@@ -195,7 +196,8 @@ def load_task(checkpoint_path: str | Path, map_location: Any = "cpu",
     The checkpoint is read as data (:func:`~lit_structattn.run.checkpoints.read_checkpoint`): one
     that holds other Python objects is refused, unless ``trusted`` (a legacy checkpoint of a
     task built in Python, whose hyper-parameters keep its model object, from a source you
-    trust).
+    trust). A checkpoint saved before the models took their parts' options as groups is
+    upgraded first (:mod:`~lit_structattn.tasks.upgrade`).
 
     Raises:
         UnsafeCheckpoint, UnreadableCheckpoint: see :func:`~lit_structattn.run.checkpoints.
@@ -210,8 +212,9 @@ def load_task(checkpoint_path: str | Path, map_location: Any = "cpu",
     cls = import_class(name)
     if not (isinstance(cls, type) and issubclass(cls, Task)):
         raise ValueError(f"{checkpoint_path}: {name} is not a lit_structattn task")
-    # Lightning reads the very bytes checked above; Lightning < 2.6 has no weights_only
-    # argument (and unpickles in full: safe here, the bytes were read as data first).
+    data = upgraded_checkpoint(checkpoint, data)
+    # Lightning reads the very bytes checked above (or their upgrade); Lightning < 2.6 has no
+    # weights_only argument (and unpickles in full: safe here, the bytes were read as data).
     full = ({"weights_only": not trusted}
             if "weights_only" in inspect.signature(cls.load_from_checkpoint).parameters else {})
     return cls.load_from_checkpoint(data, map_location=map_location, **full).eval()
