@@ -28,7 +28,7 @@ from ..common.codec import (
     restore_codec,
 )
 from ..run.checkpoints import checkpoint_bytes
-from .upgrade import upgraded_checkpoint
+from .upgrade import upgrade_hyperparameters, upgraded_checkpoint
 
 # A task given its model as an object (``model: class_path ...``) records the model's
 # configuration in its hyper-parameters (LightningCLI's instantiator does), which is what
@@ -156,7 +156,8 @@ class Task(L.LightningModule):
         )
         if not mismatched:
             return
-        before = flat_hyperparameters(checkpoint.get("hyper_parameters", {}))
+        recorded = checkpoint.get("hyper_parameters", {})
+        before = flat_hyperparameters(upgrade_hyperparameters(recorded))  # in the new form
         now = flat_hyperparameters(self.hparams)
         differing = [
             f"{key}: {before.get(key, '<unset>')!r} in the checkpoint, {now.get(key, '<unset>')!r} "
@@ -175,7 +176,8 @@ class Task(L.LightningModule):
 
 def flat_hyperparameters(hparams: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     """``hparams`` with the objects a config gives by ``class_path`` / ``init_args`` (the model,
-    the optimizer) spread into dotted keys: ``{"model.hidden_dim": 50, "model": "...Seq2Seq"}``."""
+    the optimizer) and the groups of options (a model's ``encoder``) spread into dotted keys:
+    ``{"model": "...Seq2Seq", "model.hidden_dim": 50, "model.encoder.kind": "bilstm"}``."""
     flat: dict[str, Any] = {}
     for key, value in hparams.items():
         if hasattr(value, "as_dict"):  # a jsonargparse Namespace
@@ -183,6 +185,8 @@ def flat_hyperparameters(hparams: Mapping[str, Any], prefix: str = "") -> dict[s
         if isinstance(value, Mapping) and "class_path" in value:
             flat[prefix + key] = value["class_path"]
             flat.update(flat_hyperparameters(value.get("init_args") or {}, f"{prefix}{key}."))
+        elif isinstance(value, Mapping) and value:
+            flat.update(flat_hyperparameters(value, f"{prefix}{key}."))
         else:
             flat[prefix + key] = value
     return flat
