@@ -18,7 +18,7 @@ import torch
 
 from bench.timing import markdown_table, write_report
 from lit_structattn.datamodules.ud_pos import UDPOSDataModule
-from lit_structattn.models.easy_first import EasyFirstTagger
+from lit_structattn.models.easy_first import EasyFirstDecoderOptions, EasyFirstTagger
 
 REPORT = Path(__file__).resolve().parent.parent / "reports" / "bench_easy_first.md"
 MODELS = {
@@ -26,7 +26,7 @@ MODELS = {
     "NEF-F csoftmax, N=5": {"steps": 5},
     "NEF-F csoftmax, N=L": {"steps": "L"},
     "NEF-CRF-F csoftmax, N=5": {"steps": 5, "crf": True},
-}
+}  # the decoder's steps, and the CRF
 
 
 def sentences_per_second(steps: int) -> dict[str, float]:
@@ -35,8 +35,11 @@ def sentences_per_second(steps: int) -> dict[str, float]:
     loader = iter(data.train_dataloader())
     batches = [next(loader) for _ in range(steps + 3)]
     sizes = (data.vocab_size, data.num_tags, data.affix_vocab_size)  # as the CLI links them
-    models = {name: EasyFirstTagger(*sizes, attention="csoftmax", update="full", **kwargs)
-              for name, kwargs in MODELS.items()}
+    models = {name: EasyFirstTagger(*sizes, crf=row.get("crf", False),
+                                    decoder=EasyFirstDecoderOptions(steps=row["steps"],
+                                                                    attention="csoftmax",
+                                                                    update="full"))
+              for name, row in MODELS.items()}
     # Adagrad lr 0.1 fused, as TaggingTask.configure_optimizers makes it on the CPU
     optimizers = {name: torch.optim.Adagrad(m.parameters(), lr=0.1, fused=True)
                   for name, m in models.items()}

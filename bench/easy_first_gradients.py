@@ -23,7 +23,7 @@ import torch
 from bench.timing import markdown_table, write_report
 from lit_structattn.attention import Transform
 from lit_structattn.datamodules.ud_pos import UDPOSDataModule
-from lit_structattn.models.easy_first import EasyFirstTagger
+from lit_structattn.models.easy_first import EasyFirstDecoderOptions, EasyFirstTagger
 
 REPORT = Path(__file__).resolve().parent.parent / "reports" / "bench_easy_first_gradients.md"
 MODELS = {  # name: (attention, N, detach the scores)
@@ -46,7 +46,8 @@ def gradient_norms(batches: list[dict], sizes: tuple[int, int, int], attention: 
                    steps: int | str, detach: bool) -> tuple[list[float], float]:
     """Pre-clipping gradient norms of every step and the last step's loss."""
     torch.manual_seed(0)
-    model = EasyFirstTagger(*sizes, attention=attention, update="full", steps=steps, dropout=0.2)
+    model = EasyFirstTagger(*sizes, dropout=0.2, decoder=EasyFirstDecoderOptions(
+        steps=steps, attention=attention, update="full"))
     if detach:
         model.decoder.transform = detached_scores(model.decoder.transform)
     optimizer = torch.optim.Adagrad(model.parameters(), lr=0.1)

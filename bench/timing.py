@@ -18,8 +18,9 @@ CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
 def config_task(configs: Sequence[str], *args: str, **model: object):
     """The task that ``structattn fit --config configs/<config> ... <args>`` builds, with the
-    arguments ``model`` of its ``model`` (e.g. ``attention="sigmoid"``): its sizes linked from
-    the configured data as in a run; no logger, callbacks or checkpoints."""
+    arguments ``model`` of its ``model`` (e.g. ``attention="sigmoid"``, or a part's option by its
+    dotted name, ``**{"encoder.source_attention": "simple"}``): its sizes linked from the
+    configured data as in a run; no logger, callbacks or checkpoints."""
     from lit_structattn.run.lightning_cli import build_cli
 
     stack = [a for config in configs for a in ("--config", str(CONFIGS / config))]

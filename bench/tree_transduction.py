@@ -43,7 +43,8 @@ def training_batches(steps: int) -> list[dict[str, torch.Tensor]]:
 def step_times(steps: int) -> dict[str, list[float]]:
     """Seconds per training step for each encoder over the same batches."""
     batches = training_batches(steps)
-    tasks = {name: config_task(["tree_transduction/base.yaml"], source_attention=name)
+    tasks = {name: config_task(["tree_transduction/base.yaml"],
+                               **{"encoder.source_attention": name})
              for name in ENCODERS}
     optimizers = {name: optimizer_of(task) for name, task in tasks.items()}
     return training_step_times(batches, {name: task._loss for name, task in tasks.items()},

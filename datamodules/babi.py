@@ -43,7 +43,7 @@ from lit_structattn.common.codec import RawInputError, TextCodec
 from .batching import EncodedItems, pad_rows
 from .files import MalformedLine, data_root, open_text, require_records
 from .limits import LengthLimit, limit_from_state
-from .splits import SplitDataModule, check_loader_options, hold_out
+from .splits import SplitDataModule, hold_out
 from .vocabulary import Vocabulary
 
 TASKS = tuple(range(1, 21))
@@ -258,11 +258,12 @@ class BabiDataModule(SplitDataModule):
         memory_size: statements kept before each question (the most recent ones).
         val_fraction: share of the training questions held out for validation.
         split_seed: seed of that hold-out (fixed, independent of the training seed).
-        batch_size, bucket_batches, num_workers, pin_memory, seed: as for the other
-            DataModules (:meth:`~.splits.SplitDataModule.loader_options`).
         max_tokens, length_policy: the most words of a statement or question in any split or
             raw input, and ``"error"`` (refused, naming ``file:line``) or ``"truncate"`` (cut,
             with a warning counting them); see :mod:`.limits`.
+        **loader: the loader options (``batch_size``, ``bucket_batches``, ``seed``, ...) of
+            :class:`~.splits.SplitDataModule`; ``bucket_batches`` sorts questions by their
+            number of memories.
 
     After :meth:`setup`: ``vocab`` (words of the training questions, answers included),
     ``datasets`` and ``tasks``.
@@ -270,19 +271,15 @@ class BabiDataModule(SplitDataModule):
 
     def __init__(
         self, data_dir: str | None = None, task: int | list[int] = 1, memory_size: int = 25,
-        val_fraction: float = 0.1, split_seed: int = 0, batch_size: int = 32,
-        bucket_batches: int = 1, num_workers: int | None = None, seed: int = 0,
-        pin_memory: bool | None = None, max_tokens: int = MAX_TOKENS,
-        length_policy: str = "error",
+        val_fraction: float = 0.1, split_seed: int = 0, max_tokens: int = MAX_TOKENS,
+        length_policy: str = "error", **loader,
     ) -> None:
-        super().__init__()
-        check_loader_options(num_workers, pin_memory)
+        super().__init__(**loader)
         self.limit = LengthLimit(max_tokens, length_policy, "words")
         self.tasks = (task,) if isinstance(task, int) else tuple(task)
         unknown = [t for t in self.tasks if t not in TASKS]
         if unknown or not self.tasks:
             raise ValueError(f"unknown bAbI task(s) {unknown or self.tasks}; valid: 1-20")
-        self.save_hyperparameters()
         self.vocab: Vocabulary | None = None
         self.datasets: dict[str, QuestionDataset] = {}
 

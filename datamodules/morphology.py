@@ -29,7 +29,7 @@ from lit_structattn.common.constants import BOS_ID, EOS_ID, SEQUENCE_SPECIALS
 from .batching import EncodedItems, seq2seq_batch
 from .files import MalformedLine, data_root, open_text, require_records
 from .limits import LengthLimit
-from .splits import SplitDataModule, check_loader_options
+from .splits import SplitDataModule
 from .vocabulary import SharedVocabularySizes, SymbolSourceCodec, Vocabulary
 
 POS = ("noun", "verb")
@@ -107,24 +107,21 @@ class InflectionDataModule(SharedVocabularySizes, SplitDataModule):
         data_dir: the folder of the Wiktionary files; default
             ``<data_root>/wiktionary_morphology_de``.
         pos: ``noun`` (de-N) or ``verb`` (de-V).
-        batch_size, bucket_batches, num_workers, pin_memory, seed: as for the other
-            DataModules (:meth:`~.splits.SplitDataModule.loader_options`).
         max_tokens: the most source symbols (and form characters) of an example of any split
             or raw input; a longer one is refused (see the module docstring).
+        **loader: the loader options (``batch_size``, ``seed``, ...) of
+            :class:`~.splits.SplitDataModule`.
 
     After :meth:`setup`: ``vocab`` (from the training split) and ``datasets``.
     """
 
     def __init__(
-        self, data_dir: str | None = None, pos: str = "noun", batch_size: int = 20,
-        bucket_batches: int = 50, num_workers: int | None = None, seed: int = 0,
-        pin_memory: bool | None = None, max_tokens: int = MAX_TOKENS,
+        self, data_dir: str | None = None, pos: str = "noun", max_tokens: int = MAX_TOKENS,
+        **loader,
     ) -> None:
-        super().__init__()
-        check_loader_options(num_workers, pin_memory)
+        super().__init__(**loader)
         check_choice("pos", pos, POS)
         self.limit = LengthLimit(max_tokens, unit="symbols", truncatable=False)
-        self.save_hyperparameters()
         self.vocab: Vocabulary | None = None
         self.datasets: dict[str, InflectionDataset] = {}
 

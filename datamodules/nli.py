@@ -46,7 +46,7 @@ from .batching import EncodedItems, pad_rows
 from .files import MalformedLine, data_root, open_text, require_files, require_records
 from .hub import load_hub_dataset
 from .limits import BoundedCodec, LengthLimit, limit_from_state
-from .splits import SplitDataModule, check_loader_options, hold_out
+from .splits import SplitDataModule, hold_out
 from .vectors import read_word_vectors
 from .vocabulary import Vocabulary
 
@@ -290,11 +290,11 @@ class NLIDataModule(SplitDataModule):
         vector_dim: size of those vectors.
         val_fraction: share of SNLI dev held out for validation under ``cpu``.
         lowercase: lowercase the words.
-        batch_size, bucket_batches, num_workers, pin_memory, seed: batching (``seed`` also
-            draws the held-out pairs; :meth:`~.splits.SplitDataModule.loader_options`).
         max_tokens, length_policy: the most words of a premise or hypothesis in any split or
             raw input, and ``"error"`` (refused, naming ``file:line``) or ``"truncate"`` (cut,
             with a warning counting them); see :mod:`.limits`.
+        **loader: the loader options (``batch_size``, ``seed``, ...) of
+            :class:`~.splits.SplitDataModule`; ``seed`` also draws the held-out pairs.
 
     After :meth:`setup`: ``vocab``, ``labels`` (= :data:`LABELS`), ``vectors`` (``[V, D]`` or
     None), ``vectors_found`` and ``datasets`` (``train``/``val``/``test`` :class:`NLIDataset`).
@@ -316,22 +316,16 @@ class NLIDataModule(SplitDataModule):
         val_fraction: float = 0.1,
         lowercase: bool = True,
         min_count: int = 1,
-        batch_size: int = 32,
-        bucket_batches: int = 50,
-        num_workers: int | None = None,
-        seed: int = 0,
-        pin_memory: bool | None = None,
         max_tokens: int = MAX_TOKENS,
         length_policy: str = "error",
+        **loader,
     ) -> None:
-        super().__init__()
-        check_loader_options(num_workers, pin_memory)
+        super().__init__(**loader)
         self.limit = LengthLimit(max_tokens, length_policy, "words")
         check_choice("dataset", dataset, DATASETS)
         check_choice("protocol", protocol, PROTOCOLS)
         if not 0 < val_fraction < 1:
             raise ValueError(f"val_fraction must lie in (0, 1), got {val_fraction}")
-        self.save_hyperparameters()
         self.labels = LABELS
         self.vocab: Vocabulary | None = None
         self.vectors: torch.Tensor | None = None

@@ -91,7 +91,9 @@ class NeedleDataModule(SplitDataModule):
 
     Batches are dicts: ``tokens [B, T]`` long (0 = padding), ``lengths [B]``, ``labels [B]``.
     ``max_tokens`` and ``length_policy`` bound the raw sequences of the trained model
-    (:class:`NeedleCodec`); ``max_len`` must not exceed ``max_tokens``.
+    (:class:`NeedleCodec`); ``max_len`` must not exceed ``max_tokens``. ``seed`` draws the
+    sequences too; it and the other loader options (``**loader``: ``batch_size``, ...) are those
+    of :class:`~.splits.SplitDataModule`.
     """
 
     def __init__(
@@ -103,12 +105,11 @@ class NeedleDataModule(SplitDataModule):
         max_len: int = 20,
         vocab_size: int = 20,
         num_classes: int = 5,
-        batch_size: int = 32,
-        seed: int = 0,
         max_tokens: int = MAX_TOKENS,
         length_policy: str = "error",
+        **loader,
     ) -> None:
-        super().__init__()
+        super().__init__(**loader)
         if not 2 <= min_len <= max_len:
             raise ValueError(f"need 2 <= min_len <= max_len, got {min_len}, {max_len}")
         self.limit = LengthLimit(max_tokens, length_policy, "ids")
@@ -117,7 +118,6 @@ class NeedleDataModule(SplitDataModule):
                              "generated sequences must fit the limit")
         if vocab_size < 3 or num_classes < 2:
             raise ValueError("need vocab_size >= 3 and num_classes >= 2")
-        self.save_hyperparameters()
 
     @property
     def vocab_size(self) -> int:
@@ -146,10 +146,10 @@ class NeedleDataModule(SplitDataModule):
     def _loader(self, split: str, shuffle: bool = False) -> DataLoader:
         """Training batches in an order drawn from the seeds and the epoch only (resumable
         mid-epoch); evaluation batches sorted by length."""
-        data = self.splits[split]
+        data, h = self.splits[split], self.hparams
         return bucketed_loader(data, data.tensors[1].tolist(), _as_dict,
-                               batch_size=self.hparams.batch_size, bucket_batches=1,
-                               shuffle=shuffle, seed=self.hparams.seed,
+                               batch_size=self._batch_size(shuffle),
+                               bucket_batches=h.bucket_batches, shuffle=shuffle, seed=h.seed,
                                **self.loader_options())
 
 

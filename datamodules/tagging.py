@@ -52,7 +52,7 @@ from .batching import pad_rows
 from .files import data_root, require_files
 from .hub import load_hub_dataset
 from .limits import LIMIT_KEYS, BoundedCodec, LengthLimit, limit_from_state
-from .splits import SplitDataModule, check_loader_options
+from .splits import SplitDataModule
 from .vectors import load_pretrained_vectors
 from .vocabulary import Vocabulary
 
@@ -376,16 +376,10 @@ class TaggingDataModule(SplitDataModule):
             ``HF_DATASETS_OFFLINE``, or no network) this fails fast with
             :class:`HubUnavailableError` unless the dataset is in the local cache; a
             loading-script or unknown name fails with an error that says so.
-        batch_size: sentences per batch.
-        bucket_batches: training batches sorted by length together (1 = no bucketing);
-            evaluation batches are drawn from the whole split sorted by length.
-        num_workers, pin_memory: DataLoader workers and pinned memory (None: by device,
-            :meth:`~.splits.SplitDataModule.loader_options`).
         min_count: words and affixes seen fewer times in (kept) training sentences map to
             ``<unk>``.
         max_train_length: training sentences with more words are dropped (from training only;
             the paper uses 50); None keeps all.
-        seed: base seed of the training batch order.
         pretrained_vectors: a text file of word vectors (GloVe, word2vec text, Polyglot dumped
             as text; ``.gz`` or not) to start the tagger's word embeddings from; read by
             :meth:`setup` (:func:`~.vectors.load_pretrained_vectors`).
@@ -396,6 +390,8 @@ class TaggingDataModule(SplitDataModule):
             naming its ``file:line``) or ``"truncate"`` (its first ``max_tokens`` words are
             kept, with a warning counting the sentences cut); see :mod:`.limits`.
             Applied as the files are read, before ``max_train_length``.
+        **loader: the loader options (``batch_size``, ``seed``, ...) of
+            :class:`~.splits.SplitDataModule`.
 
     After :meth:`setup`: ``vocab``, ``affix_vocab``, ``tag_vocab`` (:class:`Vocabulary`),
     ``datasets`` (``train``/``val``/``test`` :class:`TaggingDataset`), ``dropped_train``
@@ -419,32 +415,23 @@ class TaggingDataModule(SplitDataModule):
         data_dir: str | None = None,
         hub_name: str | None = None,
         hub_config: str | None = None,
-        batch_size: int = 32,
-        bucket_batches: int = 50,
-        num_workers: int | None = None,
         min_count: int = 1,
         max_train_length: int | None = 50,
-        seed: int = 0,
         pretrained_vectors: str | None = None,
         vector_dim: int = 64,
-        pin_memory: bool | None = None,
         max_tokens: int = MAX_TOKENS,
         length_policy: str = "error",
+        **loader,
     ) -> None:
-        super().__init__()
-        check_loader_options(num_workers, pin_memory)
+        super().__init__(**loader)
         self.limit = LengthLimit(max_tokens, length_policy, "words")
-        checks = (("batch_size", batch_size, 1), ("bucket_batches", bucket_batches, 1),
-                  ("min_count", min_count, 1),
-                  ("vector_dim", vector_dim, 1))
-        for name, value, low in checks:
-            if not isinstance(value, int) or value < low:
-                raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+        for name, value in (("min_count", min_count), ("vector_dim", vector_dim)):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
         if max_train_length is not None and (not isinstance(max_train_length, int)
                                              or max_train_length < 1):
             raise ValueError("max_train_length must be None or an int >= 1, "
                              f"got {max_train_length!r}")
-        self.save_hyperparameters()
         self.datasets: dict[str, TaggingDataset] = {}
         self.vocab: Vocabulary | None = None
         self.affix_vocab: Vocabulary | None = None

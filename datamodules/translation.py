@@ -66,7 +66,7 @@ from .fertility import guided_fertility_table, lookup_fertilities
 from .files import MalformedLine, cache_root, data_root, open_text, require_records
 from .hub import load_hub_dataset
 from .limits import BoundedCodec, LengthLimit, limit_from_state
-from .splits import SplitDataModule, check_loader_options
+from .splits import SplitDataModule
 from .subwords import SINK_ID, Subwords, TargetWords, cached_subwords
 
 SPLITS = ("train", "val", "test")
@@ -280,20 +280,15 @@ class TranslationDataModule(SplitDataModule):
         fertility_strategy: ``constant`` (no per-token fertilities), ``guided`` or
             ``predicted`` (given by the application, see the module docstring).
         aligner_iterations: eflomal's iterations (None: its default).
-        batch_size: sentence pairs per training batch; bucket_batches: batches sorted by length
-            together.
-        eval_batch_size: sentences per validation / test batch (default ``batch_size``; larger
-            batches decode faster).
         cache_dir: where the BPE model is kept (default :func:`~.files.cache_root`,
             ``$STRUCTATTN_CACHE`` or ``~/.cache/structattn``); it is trained
             once per corpus, size and direction, keyed by a hash of the training files.
-        num_workers, pin_memory: DataLoader workers and pinned memory (None: by device,
-            :meth:`~.splits.SplitDataModule.loader_options`).
-        seed: base seed of the training batch order.
         max_tokens, length_policy: the most units of a source or target of the validation and
             test splits and of a raw source sentence, and ``"error"`` (refused, naming
             ``file:line``) or ``"truncate"`` (cut, with a warning counting them); see the
             module docstring. The training split is bounded by ``max_length`` only.
+        **loader: the loader options (``batch_size``, ``eval_batch_size``, ``seed``, ...) of
+            :class:`~.splits.SplitDataModule`.
 
     After :meth:`setup`: ``subwords`` (:class:`Subwords`), ``datasets``, ``dropped_train``,
     ``training_digest`` (:func:`split_digest` of the filtered training split, the key of the
@@ -320,24 +315,15 @@ class TranslationDataModule(SplitDataModule):
         sink: bool = False,
         fertility_strategy: str = "constant",
         aligner_iterations: int | None = None,
-        batch_size: int = 64,
-        eval_batch_size: int | None = None,
-        bucket_batches: int = 50,
         cache_dir: str | None = None,
-        num_workers: int | None = None,
-        seed: int = 0,
-        pin_memory: bool | None = None,
         max_tokens: int = MAX_TOKENS,
         length_policy: str = "error",
+        **loader,
     ) -> None:
-        super().__init__()
-        check_loader_options(num_workers, pin_memory)
+        super().__init__(**loader)
         self.limit = LengthLimit(max_tokens, length_policy, "units")
-        for name, value, low in (("bpe_size", bpe_size, 8), ("batch_size", batch_size, 1),
-                                 ("bucket_batches", bucket_batches, 1),
-                                 ("eval_batch_size", eval_batch_size or 1, 1)):
-            if not isinstance(value, int) or value < low:
-                raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+        if not isinstance(bpe_size, int) or bpe_size < 8:
+            raise ValueError(f"bpe_size must be an int >= 8, got {bpe_size!r}")
         for name, value in (("max_length", max_length), ("max_source_length", max_source_length)):
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name} must be None or an int >= 1, got {value!r}")
@@ -354,7 +340,6 @@ class TranslationDataModule(SplitDataModule):
             optional_import(module, "translation")
         if len(prefixes) != 3:
             raise ValueError(f"prefixes must name the train, val and test files, got {prefixes}")
-        self.save_hyperparameters()
         self.subwords: Subwords | None = None
         self.datasets: dict[str, TranslationDataset] = {}
         self.dropped_train = 0
@@ -618,7 +603,3 @@ class TranslationDataModule(SplitDataModule):
                                 self.fertility_table, self.fertility_predictor, self.limit)
 
     collate = staticmethod(collate_pairs)  # batches of the length-bucketed loaders
-
-    def _batch_size(self, shuffle: bool) -> int:
-        h = self.hparams
-        return h.batch_size if shuffle else h.eval_batch_size or h.batch_size

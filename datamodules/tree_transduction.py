@@ -53,7 +53,7 @@ from lit_structattn.common.constants import BOS, BOS_ID, EOS, EOS_ID, PAD
 
 from .batching import EncodedItems, seq2seq_batch
 from .limits import LengthLimit
-from .splits import SplitDataModule, check_loader_options
+from .splits import SplitDataModule
 from .vocabulary import SharedVocabularySizes, SymbolSourceCodec, Vocabulary
 
 OPERATORS = ("+", "*")
@@ -257,7 +257,8 @@ class TreeTransductionDataModule(SharedVocabularySizes, SplitDataModule):
     ``tgt_lengths [B]`` (infix length + 1) and ``depth [B]``. The predict split is the test split.
     ``vocab`` (:func:`formula_vocabulary`) is available right after construction.
     ``max_tokens``: the most prefix symbols of a formula, generated or given to the trained model
-    (see the module docstring).
+    (see the module docstring). ``seed`` draws the formulas too; it and the other loader options
+    (``**loader``: ``batch_size``, ...) are those of :class:`~.splits.SplitDataModule`.
     """
 
     def __init__(
@@ -266,25 +267,18 @@ class TreeTransductionDataModule(SharedVocabularySizes, SplitDataModule):
         train_depths: tuple[int, int] = (2, 4),
         eval_per_depth: int = 200,
         eval_depths: tuple[int, int] = (2, 6),
-        batch_size: int = 20,
-        seed: int = 0,
-        num_workers: int | None = None,
         nest_prob: float = DEFAULT_NEST_PROB,
-        bucket_batches: int = 50,
-        pin_memory: bool | None = None,
         max_tokens: int = MAX_TOKENS,
+        **loader,
     ) -> None:
-        super().__init__()
-        check_loader_options(num_workers, pin_memory)
+        super().__init__(**loader)
         self.limit = LengthLimit(max_tokens, unit="symbols", truncatable=False)
         _check_positive("train_per_depth", train_per_depth)
         _check_positive("eval_per_depth", eval_per_depth)
-        _check_positive("batch_size", batch_size)
         _check_depths("train_depths", train_depths)
         _check_depths("eval_depths", eval_depths)
         if not 0.0 <= nest_prob < 1.0:
             raise ValueError(f"nest_prob must be in [0, 1), got {nest_prob!r}")
-        self.save_hyperparameters()
         self.vocab = formula_vocabulary()
         self.datasets: dict[str, TreeTransductionDataset] = {}
 

@@ -196,7 +196,7 @@ _TRANSLATION_TINY = (
     "--data.init_args.eval_batch_size", "40", "--model.init_args.predictor_epochs", "1",
     "--model.init_args.model.init_args.embed_dim", "16",
     "--model.init_args.model.init_args.hidden_dim", "16",
-    "--model.init_args.model.init_args.encoder_dim", "8",
+    "--model.init_args.model.init_args.encoder.hidden_dim", "8",
     "--model.init_args.max_decode_len", "30", "--model.init_args.drop_score", "false",
     "--trainer.limit_val_batches", "2",
 )
@@ -239,8 +239,8 @@ CASES: dict[str, Case] = {
         ("--data.init_args.data_dir", DATA, "--data.init_args.batch_size", "8",
          "--model.init_args.model.init_args.embed_dim", "8",
          "--model.init_args.model.init_args.hidden_dim", "8",
-         "--model.init_args.model.init_args.parser_embed_dim", "6",
-         "--model.init_args.model.init_args.parser_dim", "4",
+         "--model.init_args.model.init_args.parser.embed_dim", "6",
+         "--model.init_args.model.init_args.parser.hidden_dim", "4",
          "--trainer.limit_val_batches", "2"),
         write_snli),
 }

@@ -54,7 +54,8 @@ SMALLER = {"translation_csparsemax_predicted": (
 #: Added to a case's arguments: smaller layers, for a smaller fixture.
 SMALLER_ARGS = {"easy_first_nef_crf_f_csoftmax": tuple(
     f"--model.init_args.model.init_args.{name}=6"
-    for name in ("word_dim", "affix_dim", "hidden_dim", "sketch_dim", "preattention_dim"))}
+    for name in ("encoder.word_dim", "encoder.affix_dim", "encoder.hidden_dim",
+                 "decoder.sketch_dim", "decoder.preattention_dim"))}
 
 
 def case_of(name: str) -> Case:

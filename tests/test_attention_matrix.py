@@ -9,11 +9,12 @@ import torch
 
 from lit_structattn.layers.registry import FAMILIES
 from lit_structattn.models.decomposable import SUPERVISED, DecomposableAttention
-from lit_structattn.models.easy_first import EasyFirstTagger
+from lit_structattn.models.easy_first import EasyFirstDecoderOptions, EasyFirstTagger
 from lit_structattn.models.memory_network import build_memory_model
-from lit_structattn.models.parser import DependencyParser
+from lit_structattn.models.parser import DependencyParser, ParserOptions
 from lit_structattn.models.pooling import AttentionPoolingClassifier
-from lit_structattn.models.seq2seq import Seq2Seq
+from lit_structattn.models.seq2seq import Seq2Seq, SourceEncoderOptions
+from lit_structattn.models.tagging_encoder import TaggingEncoderOptions
 
 LENGTHS = torch.tensor([5, 3])
 
@@ -27,7 +28,9 @@ def tokens(vocab: int, lengths: torch.Tensor = LENGTHS, low: int = 4) -> torch.T
 def seq2seq_loss(role: str, name: str) -> tuple[torch.nn.Module, torch.Tensor]:
     options = {"attention": "softmax", "source_attention": "none", "output": "soft"}
     options[role] = name
-    model = Seq2Seq(12, 12, embed_dim=8, hidden_dim=8, encoder_dim=8, parser_dim=8,
+    encoder = SourceEncoderOptions(hidden_dim=8, parser_dim=8,
+                                   source_attention=options.pop("source_attention"))
+    model = Seq2Seq(12, 12, embed_dim=8, hidden_dim=8, encoder=encoder,
                     sink=options["attention"] in ("csoftmax", "csparsemax"), joint_k=3,
                     input_feed=True, **options)
     target = torch.cat([torch.ones(2, 1, dtype=torch.long), tokens(12, torch.tensor([4, 2])),
@@ -43,8 +46,10 @@ def classifier_loss(role: str, name: str) -> tuple[torch.nn.Module, torch.Tensor
 
 
 def easy_first_loss(role: str, name: str) -> tuple[torch.nn.Module, torch.Tensor]:
-    model = EasyFirstTagger(12, 4, word_dim=8, hidden_dim=8, sketch_dim=8, preattention_dim=8,
-                            use_affixes=False, dropout=0.0, attention=name)
+    model = EasyFirstTagger(
+        12, 4, encoder=TaggingEncoderOptions(word_dim=8, hidden_dim=8, use_affixes=False),
+        decoder=EasyFirstDecoderOptions(attention=name, sketch_dim=8, preattention_dim=8),
+        dropout=0.0)
     words = tokens(12, low=2)
     tags = torch.randint(1, 4, words.shape).masked_fill(words == 0, 0)
     return model, model.loss(model(words, LENGTHS), tags, LENGTHS)
@@ -64,10 +69,10 @@ def memory_network_loss(role: str, name: str) -> tuple[torch.nn.Module, torch.Te
 def nli_loss(role: str, name: str) -> tuple[torch.nn.Module, torch.Tensor]:
     options = {"intra": "none", "inter": "softmax"}
     options[role] = name
-    model = DecomposableAttention(12, embed_dim=8, hidden_dim=8, parser_embed_dim=8,
-                                  parser_dim=8, dropout=0.0, **options)
+    model = DecomposableAttention(12, embed_dim=8, hidden_dim=8, parser=ParserOptions(8, 8),
+                                  dropout=0.0, **options)
     if options["intra"] in SUPERVISED:
-        model.attach_parser(DependencyParser(12, embed_dim=8, hidden_dim=8), torch.arange(12))
+        model.attach_parser(DependencyParser(12, ParserOptions(8, 8)), torch.arange(12))
     hypothesis_lengths = torch.tensor([2, 4])
     output = model(tokens(12), LENGTHS, tokens(12, hypothesis_lengths), hypothesis_lengths)
     return model, torch.nn.functional.cross_entropy(output.logits, torch.tensor([0, 2]))

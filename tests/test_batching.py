@@ -95,7 +95,6 @@ def test_loader_options_follow_the_device_unless_set():
 
     from lightning.pytorch.accelerators import CPUAccelerator, CUDAAccelerator
 
-    from lit_structattn.datamodules.splits import check_loader_options
     from lit_structattn.datamodules.tree_transduction import TreeTransductionDataModule
 
     data = TreeTransductionDataModule(train_per_depth=2, eval_per_depth=2)
@@ -112,6 +111,46 @@ def test_loader_options_follow_the_device_unless_set():
     chosen.setup()
     loader = chosen.val_dataloader()
     assert (loader.num_workers, loader.pin_memory, loader.persistent_workers) == (1, False, True)
-    for bad in ((-1, None), (None, "yes")):
-        with pytest.raises(ValueError, match="num_workers|pin_memory"):
-            check_loader_options(*bad)
+
+
+def datamodule_classes() -> list[type]:
+    """Every DataModule of the project (all are SplitDataModules)."""
+    from lit_structattn.datamodules import (
+        babi,
+        conll_ner,
+        morphology,
+        nli,
+        synthetic,
+        translation,
+        tree_transduction,
+        ud_pos,
+        word_qe,
+    )
+
+    return [babi.BabiDataModule, conll_ner.CoNLLNERDataModule, morphology.InflectionDataModule,
+            nli.NLIDataModule, synthetic.NeedleDataModule, translation.TranslationDataModule,
+            tree_transduction.TreeTransductionDataModule, ud_pos.UDPOSDataModule,
+            word_qe.WordQEDataModule]
+
+
+LOADER_DEFAULTS = {"batch_size": 32, "eval_batch_size": None, "bucket_batches": 50,
+                   "num_workers": None, "pin_memory": None, "seed": 0}
+
+
+@pytest.mark.parametrize("module", datamodule_classes(), ids=lambda cls: cls.__name__)
+def test_every_datamodule_takes_the_loader_options_of_its_base(module):
+    """One declaration (SplitDataModule), one check, the same defaults, saved with the
+    DataModule's own hyper-parameters; evaluation batches of eval_batch_size."""
+    from lit_structattn.datamodules.splits import SplitDataModule
+
+    assert issubclass(module, SplitDataModule)
+    hparams = module().hparams
+    assert {name: hparams[name] for name in LOADER_DEFAULTS} == LOADER_DEFAULTS
+    assert "max_tokens" in hparams  # the subclass's own, saved with them
+    chosen = module(batch_size=3, eval_batch_size=7, seed=5)
+    assert (chosen.hparams.batch_size, chosen.hparams.seed) == (3, 5)
+    assert (chosen._batch_size(shuffle=True), chosen._batch_size(shuffle=False)) == (3, 7)
+    for option, bad in (("batch_size", 0), ("eval_batch_size", 0), ("bucket_batches", 0),
+                        ("num_workers", -1), ("pin_memory", "yes"), ("seed", 1.5)):
+        with pytest.raises(ValueError, match=f"{option} must be"):
+            module(**{option: bad})

@@ -20,7 +20,7 @@ def test_literals_follow_their_registries():
     assert get_args(AttentionName) == tuple(attention_names())
     assert get_args(registry.OutputName) == seq2seq.OUTPUTS
     assert get_args(registry.EasyFirstAttentionName) == registry.names("easy_first")
-    hints = get_type_hints(easy_first.EasyFirstTagger.__init__)
+    hints = get_type_hints(easy_first.EasyFirstDecoderOptions)
     assert hints["attention"] == registry.EasyFirstAttentionName
 
 

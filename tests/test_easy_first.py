@@ -8,6 +8,7 @@ tests/test_vectors.py.)"""
 from __future__ import annotations
 
 import math
+from dataclasses import fields
 from typing import get_type_hints
 
 import pytest
@@ -16,8 +17,8 @@ import torch.nn.functional as F
 
 from lit_structattn.common.constants import very_negative
 from lit_structattn.layers import registry
-from lit_structattn.models.easy_first import EasyFirstDecoder, EasyFirstTagger
-from lit_structattn.models.tagging_encoder import TaggingEncoder
+from lit_structattn.models.easy_first import EasyFirstDecoderOptions, EasyFirstTagger
+from lit_structattn.models.tagging_encoder import TaggingEncoder, TaggingEncoderOptions
 
 ATTENTIONS = registry.names("easy_first")
 #: the names whose every step is a distribution over the words (sigmoid's weights are not)
@@ -29,11 +30,19 @@ SMALL = dict(word_dim=8, affix_dim=6, source_dim=5, hidden_dim=5, sketch_dim=6,
              preattention_dim=7)
 
 
+def grouped(**options):
+    """The tagger's keyword arguments for ``options`` given flat: those of the encoder and of
+    the decoder in their options objects (``encoder``, ``decoder``), the others as they are."""
+    groups = {"encoder": TaggingEncoderOptions, "decoder": EasyFirstDecoderOptions}
+    for group, cls in groups.items():
+        names = {field.name for field in fields(cls)}
+        options[group] = cls(**{name: options.pop(name) for name in names & set(options)})
+    return options
+
+
 def make_tagger(seed=0, **kwargs):
     torch.manual_seed(seed)
-    options = dict(SMALL, dropout=0.0)
-    options.update(kwargs)
-    return EasyFirstTagger(VOCAB, TAGS, AFFIXES, **options).eval()
+    return EasyFirstTagger(VOCAB, TAGS, AFFIXES, **grouped(**SMALL, dropout=0.0, **kwargs)).eval()
 
 
 def make_batch(lengths, extra=0, seed=1, aligned=False):
@@ -72,8 +81,7 @@ def one_thread():
 
 
 def test_names_and_types_are_the_registrys():
-    for owner in (EasyFirstDecoder, EasyFirstTagger):
-        assert get_type_hints(owner.__init__)["attention"] == registry.EasyFirstAttentionName
+    assert get_type_hints(EasyFirstDecoderOptions)["attention"] == registry.EasyFirstAttentionName
     assert {"csparsemax", "sigmoid"} <= set(ATTENTIONS)
     for name in ATTENTIONS:  # learned attentions score the words, positional ones do not
         decoder = make_tagger(attention=name, steps=2).decoder
@@ -243,8 +251,8 @@ def test_qe_encoder_with_aligned_source_words():
     batch, _ = make_batch(LENGTHS, extra=1, aligned=True)
     del batch["prefixes"], batch["suffixes"]
     torch.manual_seed(0)
-    model = EasyFirstTagger(VOCAB, TAGS, 0, SOURCE, use_affixes=False, steps=5,
-                            **dict(SMALL, dropout=0.0)).eval()
+    model = EasyFirstTagger(VOCAB, TAGS, 0, SOURCE,
+                            **grouped(**SMALL, use_affixes=False, steps=5, dropout=0.0)).eval()
     assert model.encoder.input_dim == SMALL["word_dim"] + SMALL["source_dim"]
     out = model(**batch)
     for b, n in enumerate(LENGTHS):
@@ -262,13 +270,14 @@ def test_qe_encoder_with_aligned_source_words():
 def test_encoder_dimensions_follow_the_paper():
     enc = TaggingEncoder(100, 50)
     assert enc.input_dim == 64 + 50 + 50 == 164 and enc.output_dim == 100
-    enc = TaggingEncoder(100, 0, 80, use_affixes=False)
+    enc = TaggingEncoder(100, 0, 80, TaggingEncoderOptions(use_affixes=False))
     assert enc.input_dim == 128
 
 
 def test_embedding_tables_start_at_dynet_scale():
     """Uniform in +-sqrt(3 / dim) (DyNet's lookup default), padding rows 0."""
-    enc = TaggingEncoder(2000, 3000, 500, word_dim=64, affix_dim=48, source_dim=12)
+    enc = TaggingEncoder(2000, 3000, 500,
+                         TaggingEncoderOptions(word_dim=64, affix_dim=48, source_dim=12))
     for table in (enc.word_embedding, enc.prefix_embedding, enc.suffix_embedding,
                   enc.source_embedding):
         bound = math.sqrt(3 / table.embedding_dim)
@@ -279,14 +288,16 @@ def test_embedding_tables_start_at_dynet_scale():
 
 
 def test_capitalization_one_hot_input():
-    enc = TaggingEncoder(10, 0, use_affixes=False, use_capitalization=True, word_dim=3)
+    enc = TaggingEncoder(10, 0, 0, TaggingEncoderOptions(use_affixes=False,
+                                                         use_capitalization=True, word_dim=3))
     assert enc.input_dim == 3 + 4
     words, caps = torch.tensor([[2, 3, 0]]), torch.tensor([[1, 4, 0]])
     inputs = enc.embed(words, caps=caps)
     assert inputs[0, :, 3:].tolist() == [[1, 0, 0, 0], [0, 0, 0, 1], [0, 0, 0, 0]]
     with pytest.raises(ValueError, match="needs caps"):
         enc.embed(words)
-    tagger = EasyFirstTagger(10, 5, use_affixes=False, use_capitalization=True, steps=2)
+    tagger = EasyFirstTagger(10, 5, **grouped(use_affixes=False, use_capitalization=True,
+                                              steps=2))
     out = tagger(words, torch.tensor([2]), caps=caps)
     assert out.scores.shape[:2] == (1, 3)
 

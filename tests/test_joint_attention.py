@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from lit_structattn.common.masks import lengths_to_mask
-from lit_structattn.models.seq2seq import EncodedSource, Seq2Seq
+from lit_structattn.models.seq2seq import EncodedSource, Seq2Seq, SourceEncoderOptions
 
 from .seq2seq_training import copy_task, train
 
@@ -75,7 +75,7 @@ def test_beam_joint_learns_and_decodes_with_another_k():
     K = 1 the next-token distribution is the hard-attention one."""
     torch.manual_seed(1)
     model = Seq2Seq(12, 12, embed_dim=16, hidden_dim=16, output="beam_joint", joint_k=3,
-                    input_feed=True, encoder="bilstm", encoder_dim=8)
+                    input_feed=True, encoder=SourceEncoderOptions(kind="bilstm", hidden_dim=8))
     src, lengths, tgt_in, tgt_out = copy_task(model)
     losses = train(model, src, lengths, tgt_in, tgt_out, steps=80)
     assert losses[-1] < 0.3 * losses[0]

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from lit_structattn.datamodules.files import data_root
-from lit_structattn.models.seq2seq import OUTPUTS, Seq2Seq
+from lit_structattn.models.seq2seq import OUTPUTS, Seq2Seq, SourceEncoderOptions
 from lit_structattn.run.lightning_cli import build_cli
 
 from .seq2seq_training import copy_task
@@ -127,8 +127,8 @@ def test_encoder_decoder_under_autocast(output):
     (a float32 memory keeps the coverage, fertilities and beams in float32); and a bfloat16
     model's beam search."""
     torch.manual_seed(0)
-    model = Seq2Seq(14, 14, 8, 8, encoder="bilstm", encoder_dim=4, input_feed=True,
-                    output=output, joint_k=2)
+    model = Seq2Seq(14, 14, 8, 8, encoder=SourceEncoderOptions(kind="bilstm", hidden_dim=4),
+                    input_feed=True, output=output, joint_k=2)
     src, lengths, tgt_in, tgt_out = copy_task(model, sentences=4)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         loss = model.loss(src, lengths, tgt_in, tgt_out)

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from lit_structattn.models.decomposable import DecomposableAttention
-from lit_structattn.models.parser import DependencyParser
+from lit_structattn.models.parser import DependencyParser, ParserOptions
 from lit_structattn.prepare import parser as parser_training
 from lit_structattn.prepare.parser import parser_path, parser_settings
 from lit_structattn.reproduce.tables import TABLES
@@ -38,8 +38,8 @@ def tiny(tmp_path: Path, row: str, *extra: str) -> list[str]:
         "--data.init_args.data_dir", str(snli_folder(tmp_path / "snli")),
         "--model.init_args.model.init_args.embed_dim", "8",
         "--model.init_args.model.init_args.hidden_dim", "8",
-        "--model.init_args.model.init_args.parser_embed_dim", "6",
-        "--model.init_args.model.init_args.parser_dim", "4", *extra,
+        "--model.init_args.model.init_args.parser.embed_dim", "6",
+        "--model.init_args.model.init_args.parser.hidden_dim", "4", *extra,
     ]
 
 
@@ -82,7 +82,7 @@ def parser_record() -> tuple[DependencyParser, dict]:
     """A small parser (6-d embeddings, 4 per direction) and its cache record (without its
     key, the settings: :func:`tests.test_cache_keys.cache_parser` adds them)."""
     torch.manual_seed(0)
-    parser = DependencyParser(len(TOKENS), 6, 4, bounded=False)
+    parser = DependencyParser(len(TOKENS), ParserOptions(6, 4), bounded=False)
     return parser, {"state_dict": parser.state_dict(), "vocab": TOKENS,
                     "uas": {"dev": 0.5, "test": 0.25}}
 
@@ -148,7 +148,7 @@ def test_building_the_model_never_trains_the_parser(tmp_path, monkeypatch):
     monkeypatch.setattr(parser_training, "train_parser",
                         lambda *a, **k: pytest.fail("the model build trained a parser"))
     model = DecomposableAttention(10, embed_dim=4, hidden_dim=4, intra="hard_parent",
-                                  parser_embed_dim=6, parser_dim=4)
+                                  parser=ParserOptions(6, 4))
     task = NLITask(model, parser_epochs=5)
     with pytest.raises(FileNotFoundError, match="prepare_data"):
         task.prepare_for(SimpleNamespace(vectors=None))

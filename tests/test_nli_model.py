@@ -16,7 +16,7 @@ from torch.func import functional_call
 
 from lit_structattn.layers import registry
 from lit_structattn.models.decomposable import INTER_BOUND, SUPERVISED, DecomposableAttention
-from lit_structattn.models.parser import DependencyParser, attachment_counts
+from lit_structattn.models.parser import DependencyParser, ParserOptions, attachment_counts
 
 VOCAB = 12
 INTRA = registry.names("nli", "intra")
@@ -25,10 +25,11 @@ INTER = registry.names("nli", "inter")
 
 def build(intra: str, dim: int = 8, dropout: float = 0.0, **kwargs) -> DecomposableAttention:
     torch.manual_seed(0)
-    model = DecomposableAttention(VOCAB, 3, dim, dim, intra, dropout, parser_embed_dim=6,
-                                  parser_dim=5, init_std=None, **kwargs)
+    model = DecomposableAttention(VOCAB, 3, dim, dim, intra, dropout,
+                                  parser=ParserOptions(6, 5), init_std=None, **kwargs)
     if intra in SUPERVISED:
-        model.attach_parser(DependencyParser(VOCAB, 6, 5, bounded=False), torch.arange(VOCAB))
+        model.attach_parser(DependencyParser(VOCAB, ParserOptions(6, 5), bounded=False),
+                            torch.arange(VOCAB))
     return model
 
 
@@ -145,7 +146,7 @@ def test_variants_need_their_parser():
 def test_fixed_vectors_are_given_after_construction():
     vectors = torch.randn(VOCAB, 5)
     model = DecomposableAttention(VOCAB, embed_dim=8, hidden_dim=8, intra="simple",
-                                  parser_embed_dim=5, vector_dim=5)
+                                  parser=ParserOptions(embed_dim=5), vector_dim=5)
     assert not model.embedding.weight.requires_grad and not model.embedding.weight.any()
     model.load_vectors(vectors)
     assert torch.equal(model.embedding.weight, vectors)
@@ -216,7 +217,7 @@ def test_attachment_counts_by_hand():
 
 def test_parser_loss_is_the_tree_nll():
     torch.manual_seed(0)
-    parser = DependencyParser(VOCAB, 4, 3, bounded=False)
+    parser = DependencyParser(VOCAB, ParserOptions(4, 3), bounded=False)
     words, lengths = torch.tensor([[2, 3, 4]]), torch.tensor([3])
     heads = torch.tensor([[0, 2, 0, 2]])
     from lit_structattn.structured import DependencyCRF

@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from lit_structattn.models.seq2seq import Seq2Seq
+from lit_structattn.models.seq2seq import Seq2Seq, SourceEncoderOptions
 
 from .seq2seq_training import copy_task, train
 
@@ -76,7 +76,7 @@ def test_monte_carlo_loss_and_reinforce_gradient_are_unbiased(output):
 def test_sampled_outputs_learn_a_copy_task_and_decode(output):
     torch.manual_seed(2)
     model = Seq2Seq(12, 12, embed_dim=16, hidden_dim=16, output=output, joint_k=6,
-                    input_feed=True, encoder="bilstm", encoder_dim=8)
+                    input_feed=True, encoder=SourceEncoderOptions(kind="bilstm", hidden_dim=8))
     src, lengths, tgt_in, tgt_out = copy_task(model)
     losses = train(model, src, lengths, tgt_in, tgt_out, steps=100)
     assert losses[-1] < 0.3 * losses[0]

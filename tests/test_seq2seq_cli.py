@@ -86,7 +86,7 @@ def test_unknown_names_list_the_valid_ones(tmp_path):
     for option, valid in [
         ("--model.init_args.model.init_args.attention=hardmax",
          "valid: csoftmax, csparsemax, segmentation"),
-        ("--model.init_args.model.init_args.source_attention=tree",
+        ("--model.init_args.model.init_args.encoder.source_attention=tree",
          "valid: none, simple, structured"),
     ]:
         run = structattn("fit", *tiny("simple", tmp_path), option, "--trainer.max_epochs", "1",

@@ -10,7 +10,7 @@ import torch
 
 from lit_structattn.common.masks import lengths_to_mask
 from lit_structattn.layers.attention import Attention
-from lit_structattn.models.seq2seq import Seq2Seq, rescore
+from lit_structattn.models.seq2seq import Seq2Seq, SourceEncoderOptions, rescore
 
 from .seq2seq_training import train
 
@@ -141,7 +141,8 @@ def test_beam_search_with_covpenalty_runs_and_defaults_unchanged():
     assert penalized.shape[0] == 4
 
 
-BRIDGE = {"encoder": "bilstm", "encoder_dim": 4, "decoder_init": "encoder"}
+BILSTM_4 = SourceEncoderOptions(kind="bilstm", hidden_dim=4)
+BRIDGE = {"encoder": BILSTM_4, "decoder_init": "encoder"}
 
 
 @pytest.mark.parametrize(("attention", "extra", "seed"), [("softmax", {}, 3), ("csparsemax", {}, 3),
@@ -230,11 +231,11 @@ def test_decoder_can_start_from_the_encoder_final_state():
     state = model.initial_state(source)
     torch.testing.assert_close(state.h[0], torch.cat([forward_last, backward_first], -1))
     assert state.c.abs().sum() > 0 and not state.feed.any()
-    zeros = Seq2Seq(20, 20, embed_dim=8, hidden_dim=8, encoder="bilstm", encoder_dim=4)
+    zeros = Seq2Seq(20, 20, embed_dim=8, hidden_dim=8, encoder=BILSTM_4)
     assert not zeros.initial_state(zeros.encode(src, lengths)).h.any()
-    with pytest.raises(ValueError, match="2 encoder_dim == hidden_dim"):
-        Seq2Seq(20, 20, embed_dim=8, hidden_dim=8, encoder="bilstm", encoder_dim=8,
-                decoder_init="encoder")
+    with pytest.raises(ValueError, match="2 encoder.hidden_dim == hidden_dim"):
+        Seq2Seq(20, 20, embed_dim=8, hidden_dim=8,
+                encoder=SourceEncoderOptions(kind="bilstm", hidden_dim=8), decoder_init="encoder")
     with pytest.raises(ValueError, match="valid: zeros, encoder"):
         Seq2Seq(20, 20, decoder_init="mean")
 

@@ -96,7 +96,7 @@ def test_wrong_row_for_checkpoint_is_refused(tmp_path):
     test = structattn("test", *tiny(tmp_path, "nef_f_csoftmax"), "--ckpt_path", "last",
                       cwd=tmp_path)
     assert test.returncode != 0
-    assert "model.steps: 0 in the checkpoint, 'L' now" in test.stderr
+    assert "model.decoder.steps: 0 in the checkpoint, 'L' now" in test.stderr
 
 
 def test_qe_checkpoint_keeps_what_the_data_gave(tmp_path):

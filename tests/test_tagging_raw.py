@@ -31,7 +31,8 @@ RAW = ["Peter Blackburn visited Brussels .", "Zzyzx rejects the EU call ."]  # Z
 NER_TAGS = ["B-LOC", "B-MISC", "B-ORG", "B-PER", "I-ORG", "I-PER", "O"]
 QE_RAW = ["the cat sat\ta b\t0-0 1-1", "Paris sat\tc d\t0-1 1-0 1-1"]
 SMALL = [f"--model.init_args.model.init_args.{name}=6"
-         for name in ("word_dim", "affix_dim", "hidden_dim", "sketch_dim", "preattention_dim")]
+         for name in ("encoder.word_dim", "encoder.affix_dim", "encoder.hidden_dim",
+                      "decoder.sketch_dim", "decoder.preattention_dim")]
 
 
 def write_conll(path, sentences) -> None:
@@ -160,11 +161,14 @@ def test_tag_names_an_empty_sentence(ner):
 
 
 def test_records_of_a_bilstm_without_crf_have_no_attention_nor_marginals():
-    from lit_structattn.models.easy_first import EasyFirstTagger
+    from lit_structattn.models.easy_first import EasyFirstDecoderOptions, EasyFirstTagger
+    from lit_structattn.models.tagging_encoder import TaggingEncoderOptions
 
     codec = TaggingCodec(_vocab(["the", "cat"]), _vocab(["t", "c"]),
                          _vocab(["DET", "NOUN"], tags=True))
-    model = EasyFirstTagger(4, 3, 4, word_dim=2, affix_dim=2, hidden_dim=2, steps=0)
+    model = EasyFirstTagger(
+        4, 3, 4, encoder=TaggingEncoderOptions(word_dim=2, affix_dim=2, hidden_dim=2),
+        decoder=EasyFirstDecoderOptions(steps=0))
     task = TaggingTask(model, ["<pad>", "DET", "NOUN"]).eval()
     examples = codec.parse(["the dog"])
     assert examples == [TaggedSentence(("the", "dog"), ("<pad>", "<pad>"))]

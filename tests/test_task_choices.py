@@ -27,6 +27,7 @@ from lit_structattn.models.memory_network import (
     MemoryNetwork,
 )
 from lit_structattn.models.pooling import AttentionPoolingClassifier
+from lit_structattn.models.tagging_encoder import TaggingEncoderOptions
 from lit_structattn.run import lightning_cli
 from lit_structattn.tasks import (
     NLITask,
@@ -70,12 +71,15 @@ def test_task_arguments_are_the_owners_literals():
                                 "inter": registry.InterAttentionName},
         NLITask: {"model": DecomposableAttention},
         seq2seq.Seq2Seq: {"attention": registry.AttentionName, "score": ScoreName,
-                          "source_attention": seq2seq.SourceAttentionName,
-                          "encoder": seq2seq.EncoderName, "output": seq2seq.OutputName,
+                          "encoder": seq2seq.SourceEncoderOptions, "output": seq2seq.OutputName,
                           "decoder_init": seq2seq.DecoderInit},
+        seq2seq.SourceEncoderOptions: {"kind": seq2seq.EncoderName,
+                                       "source_attention": seq2seq.SourceAttentionName},
         TransductionTask: {"model": seq2seq.Seq2Seq, "metric": transduction_task.MetricName},
-        easy_first.EasyFirstTagger: {"attention": registry.EasyFirstAttentionName,
-                                     "update": easy_first.UpdateName},
+        easy_first.EasyFirstTagger: {"encoder": TaggingEncoderOptions,
+                                     "decoder": easy_first.EasyFirstDecoderOptions},
+        easy_first.EasyFirstDecoderOptions: {"attention": registry.EasyFirstAttentionName,
+                                             "update": easy_first.UpdateName},
         TaggingTask: {"model": easy_first.EasyFirstTagger, "metric": tagging_task.MetricName},
         TranslationTask: {"model": seq2seq.Seq2Seq},
         MemN2N: {"transform": HopTransformName},
@@ -115,9 +119,9 @@ def run_cli(monkeypatch, capsys):
 @pytest.mark.parametrize(("base", "key", "choices"), [
     (SEQ2SEQ, "model.init_args.attention", registry.attention_names()),
     (SEQ2SEQ, "model.init_args.score", sorted(SCORERS)),
-    (SEQ2SEQ, "model.init_args.encoder", seq2seq.ENCODERS),
+    (SEQ2SEQ, "model.init_args.encoder.kind", seq2seq.ENCODERS),
     (SEQ2SEQ, "metric", transduction_task.METRICS),
-    (TAGGING, "model.init_args.attention", registry.names("easy_first")),
+    (TAGGING, "model.init_args.decoder.attention", registry.names("easy_first")),
     (TAGGING, "metric", tagging_task.METRICS),
     (NLI, "model.init_args.intra", registry.names("nli", "intra")),
     (NLI, "model.init_args.inter", registry.names("nli", "inter")),
@@ -153,11 +157,11 @@ def test_model_help_lists_the_choices(run_cli, task, options):
 @pytest.mark.parametrize(("task", "model", "options"), [
     ("TransductionTask", "lit_structattn.models.seq2seq.Seq2Seq",
      ["--model.attention {" + ",".join(registry.attention_names()) + "}",
-      "--model.encoder {" + ",".join(seq2seq.ENCODERS) + "}",
+      "--model.encoder.kind {" + ",".join(seq2seq.ENCODERS) + "}",
       "--model.score {" + ",".join(sorted(SCORERS)) + "}"]),
     ("TaggingTask", "lit_structattn.models.easy_first.EasyFirstTagger",
-     ["--model.attention {" + ",".join(registry.names("easy_first")) + "}",
-      "--model.update {" + ",".join(easy_first.UPDATES) + "}"]),
+     ["--model.decoder.attention {" + ",".join(registry.names("easy_first")) + "}",
+      "--model.decoder.update {" + ",".join(easy_first.UPDATES) + "}"]),
     ("NLITask", "lit_structattn.models.decomposable.DecomposableAttention",
      ["--model.intra {" + ",".join(registry.names("nli", "intra")) + "}",
       "--model.inter {" + ",".join(registry.names("nli", "inter")) + "}"]),

@@ -49,7 +49,7 @@ def tiny(corpus: Path, out: Path, row: str, *extra: str) -> list[str]:
         "--model.init_args.predictor_epochs", "1",
         "--model.init_args.model.init_args.embed_dim", "16",
         "--model.init_args.model.init_args.hidden_dim", "16",
-        "--model.init_args.model.init_args.encoder_dim", "8",
+        "--model.init_args.model.init_args.encoder.hidden_dim", "8",
         "--model.init_args.test_beam", "3", "--model.init_args.max_decode_len", "30",
         *extra,
     ]

@@ -12,7 +12,7 @@ import torch
 
 from lit_structattn.datamodules.vectors import load_pretrained_vectors
 from lit_structattn.datamodules.word_qe import WordQEDataModule
-from lit_structattn.models.tagging_encoder import TaggingEncoder
+from lit_structattn.models.tagging_encoder import TaggingEncoder, TaggingEncoderOptions
 
 
 def write(path, lines, compress=False):
@@ -51,7 +51,8 @@ def test_pretrained_vectors(tmp_path, style):
     assert torch.equal(matrix, again)
     _, found = load_pretrained_vectors(path, VOCAB_TOKENS, 3, lowercase_fallback=False)
     assert found == 3
-    encoder = TaggingEncoder(7, 5, word_dim=3, affix_dim=2, hidden_dim=2)
+    encoder = TaggingEncoder(7, 5, options=TaggingEncoderOptions(word_dim=3, affix_dim=2,
+                                                                 hidden_dim=2))
     encoder.init_word_embeddings(matrix)
     assert torch.equal(encoder.word_embedding.weight.data, matrix)
 
@@ -127,12 +128,13 @@ def test_datamodule_reads_the_vectors_in_setup(tmp_path):
 
 def tiny_tagger(module: WordQEDataModule, word_dim: int):
     """The QE task around a small tagger, sized from ``module`` as the CLI links it."""
-    from lit_structattn.models.easy_first import EasyFirstTagger
+    from lit_structattn.models.easy_first import EasyFirstDecoderOptions, EasyFirstTagger
     from lit_structattn.tasks import TaggingTask
 
-    model = EasyFirstTagger(module.vocab_size, module.num_tags, module.affix_vocab_size,
-                            module.source_vocab_size, word_dim=word_dim, affix_dim=2,
-                            hidden_dim=2, sketch_dim=2, preattention_dim=2, steps=1)
+    model = EasyFirstTagger(
+        module.vocab_size, module.num_tags, module.affix_vocab_size, module.source_vocab_size,
+        encoder=TaggingEncoderOptions(word_dim=word_dim, affix_dim=2, hidden_dim=2),
+        decoder=EasyFirstDecoderOptions(steps=1, sketch_dim=2, preattention_dim=2))
     return TaggingTask(model, module.tag_names, metric="f1_mult")
 
 

@@ -45,6 +45,7 @@ from lightning.pytorch.cli import LightningCLI
 
 from ..run.interruption import FitInterrupted
 from ..run.lightning_cli import build_cli
+from ..tasks.upgrade import moved_argument
 from . import experiments
 
 
@@ -160,12 +161,20 @@ def parser_message(text: str) -> str:
         if stripped and "Expected a <class 'NoneType'>" not in stripped:
             reasons.append(stripped.removeprefix("- "))
     message = " ".join([lines[0].strip(), *reasons])
-    refused = re.search(r"class_path '([\w.]+)'.*Option '(\w+)' is not accepted", message)
-    if refused:
+    refused = _REFUSED.search(message)
+    if refused:  # the innermost class and the option it refused
         options = _init_options(refused.group(1))
         if options:
             message += f"; valid: {', '.join(options)}"
+    refused = refused or _NOT_A_GROUP.search(message)
+    moved = refused and moved_argument(refused.group(1), refused.group(2))
+    if moved:  # a flat option of before the parts' options were groups (tasks/upgrade.py)
+        message += f" ({refused.group(2)} is now {moved})"
     return _LITERAL.sub(_unknown_value, message)
+
+
+_REFUSED = re.compile(r".*class_path '([\w.]+)'.*?Option '(\w+)' is not accepted")
+_NOT_A_GROUP = re.compile(r".*class_path '([\w.]+)': Parser key \"(\w+)\": Unable to load config")
 
 
 _KEY = re.compile(r'^( *).*?Parser key "([^"]+)"', re.M)

@@ -39,7 +39,7 @@ from torch import Tensor, nn
 from ..attention import get_transform
 from ..common.masks import lengths_to_mask
 from ..layers import registry
-from .parser import DependencyParser
+from .parser import DependencyParser, ParserOptions
 
 #: The intra-sentence attentions that need a supervised parser (:meth:`DecomposableAttention.
 #: attach_parser`).
@@ -82,10 +82,10 @@ class DecomposableAttention(nn.Module):
         dropout: before every MLP layer (paper: 0.2).
         vector_dim: the size of fixed input vectors (e.g. unit-norm GloVe) given by
             :meth:`load_vectors`; None: trained embeddings of ``embed_dim``.
-        parser_embed_dim, parser_dim: the parsing layer's word vectors and BiLSTM size per
-            direction (paper: 300, 100), for ``simple`` / ``structured``, and the sizes of the
-            supervised parser that :data:`SUPERVISED` variants attach
-            (:meth:`attach_parser`) before they run.
+        parser: the sizes of the parsing layer's word vectors and BiLSTM per direction
+            (:class:`~.parser.ParserOptions`; paper: 300, 100), for ``simple`` /
+            ``structured``, and of the supervised parser that :data:`SUPERVISED` variants
+            attach (:meth:`attach_parser`) before they run.
         init_std: every trained weight starts from ``N(0, init_std^2)`` (paper: 0.01); None
             keeps PyTorch's default initialization. Trained word embeddings start from
             ``N(0, 1)`` either way, like the paper's out-of-vocabulary vectors.
@@ -113,16 +113,14 @@ class DecomposableAttention(nn.Module):
         intra: registry.IntraAttentionName = "none",
         dropout: float = 0.2,
         vector_dim: int | None = None,
-        parser_embed_dim: int = 100,
-        parser_dim: int = 100,
+        parser: ParserOptions = ParserOptions(),
         init_std: float | None = 0.01,
         inter: registry.InterAttentionName = "softmax",
     ) -> None:
         super().__init__()
         registry.check_attention("nli", "intra", intra)
         self.inter = get_transform(registry.check_attention("nli", "inter", inter))
-        self.intra = intra
-        self.parser_embed_dim, self.parser_dim = parser_embed_dim, parser_dim
+        self.intra, self.parser_options = intra, parser
         if vector_dim is None:
             self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=0)
         else:  # fixed vectors, given by load_vectors (no random draw for them here)
@@ -134,7 +132,7 @@ class DecomposableAttention(nn.Module):
         self.root = nn.Parameter(torch.zeros(hidden_dim)) if intra != "none" else None
         self.parser = None
         if intra in ("simple", "structured"):
-            self.parser = DependencyParser(vocab_size, parser_embed_dim, parser_dim, mode=intra)
+            self.parser = DependencyParser(vocab_size, parser, mode=intra)
         self.attend = mlp(features, hidden_dim, dropout)
         self.compare = mlp(2 * features, hidden_dim, dropout)
         self.aggregate = mlp(2 * hidden_dim, hidden_dim, dropout)
@@ -170,8 +168,8 @@ class DecomposableAttention(nn.Module):
                 parser[0] = 0
 
     def attach_parser(self, parser: DependencyParser, parser_ids: Tensor) -> None:
-        """Attach the supervised parser of a :data:`SUPERVISED` variant (its own vocabulary
-        and sizes, ``parser_embed_dim`` and ``parser_dim``) and ``parser_ids [vocab_size]``
+        """Attach the supervised parser of a :data:`SUPERVISED` variant (its own vocabulary,
+        the sizes :attr:`parser_options`) and ``parser_ids [vocab_size]``
         (long), the parser-vocabulary id of every word id; both are saved with the model.
         ``hard_parent`` keeps the parser fixed, ``pretrained_structured`` trains it on."""
         if self.intra not in SUPERVISED:

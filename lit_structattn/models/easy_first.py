@@ -56,11 +56,12 @@ from ..common.constants import very_negative
 from ..common.masks import lengths_to_mask
 from ..layers.registry import POSITIONAL, EasyFirstAttentionName, check_attention
 from ..structured import LinearChainCRF
-from .tagging_encoder import TaggingEncoder
+from .tagging_encoder import TaggingEncoder, TaggingEncoderOptions
 
 __all__ = [
     "UPDATES",
     "EasyFirstDecoder",
+    "EasyFirstDecoderOptions",
     "EasyFirstOutput",
     "EasyFirstTagger",
 ]
@@ -105,51 +106,62 @@ class EasyFirstOutput:
     sketches: Tensor | None = None
 
 
-class EasyFirstDecoder(nn.Module):
-    """The sketch steps of Alg. 2 over encoder states.
+@dataclass(frozen=True)
+class EasyFirstDecoderOptions:
+    """The sketch steps of an :class:`EasyFirstTagger` (its :class:`EasyFirstDecoder`). In a
+    config they are the tagger's group ``decoder``:
+    ``--model.init_args.model.init_args.decoder.steps 5``.
 
     Args:
-        state_dim: size ``D_h`` of the encoder states ``h_i``.
+        steps: ``N``: ``0`` (no sketches: the BiLSTM tagger), a positive integer, or ``"L"``
+            (one step per word); capped at each sentence's length.
+        attention: ``rho`` by name, one of ``registry.names("easy_first")``.
+        update: ``"full"`` (NEF-F, Eq. 7) or ``"single"`` (NEF-S, Eq. 4).
         sketch_dim: sketch size ``D_s`` (paper: 50).
         preattention_dim: ``D_z`` of Eq. 2 (paper: 50); unused by the positional attentions.
         window: context half-width ``w`` (paper: 2).
-        attention: ``rho`` by name, one of ``registry.names("easy_first")``.
-        update: ``"full"`` (NEF-F, Eq. 7) or ``"single"`` (NEF-S, Eq. 4).
-        steps: ``N``: a positive integer or ``"L"`` (one step per word); capped at each
-            sentence's length.
         penalty: ``lambda`` of ``softmax_penalty``.
         vanilla_criterion: how ``vanilla`` ranks words: ``"score"`` (best output score, Alg. 1)
             or ``"probability"`` (best softmax probability, the authors' code).
     """
 
-    def __init__(
-        self,
-        state_dim: int,
-        sketch_dim: int = 50,
-        preattention_dim: int = 50,
-        window: int = 2,
-        attention: EasyFirstAttentionName = "csoftmax",
-        update: UpdateName = "full",
-        steps: Steps = "L",
-        penalty: float = 1.0,
-        vanilla_criterion: VanillaCriterion = "score",
-    ) -> None:
+    steps: Steps = "L"
+    attention: EasyFirstAttentionName = "csoftmax"
+    update: UpdateName = "full"
+    sketch_dim: int = 50
+    preattention_dim: int = 50
+    window: int = 2
+    penalty: float = 1.0
+    vanilla_criterion: VanillaCriterion = "score"
+
+
+class EasyFirstDecoder(nn.Module):
+    """The sketch steps of Alg. 2 over encoder states.
+
+    Args:
+        state_dim: size ``D_h`` of the encoder states ``h_i``.
+        options: :class:`EasyFirstDecoderOptions`, with ``steps`` positive or ``"L"``.
+    """
+
+    def __init__(self, state_dim: int,
+                 options: EasyFirstDecoderOptions = EasyFirstDecoderOptions()) -> None:
         super().__init__()
+        attention, window = options.attention, options.window
         self.attention = check_attention("easy_first", "attention", attention)
-        self.update = check_choice("update", update, UPDATES)
-        self.vanilla_criterion = check_choice("vanilla_criterion", vanilla_criterion,
+        self.update = check_choice("update", options.update, UPDATES)
+        self.vanilla_criterion = check_choice("vanilla_criterion", options.vanilla_criterion,
                                               VANILLA_CRITERIA)
-        self.steps = _check_steps(steps, allow_zero=False)
+        self.steps = _check_steps(options.steps, allow_zero=False)
         if window < 0:
             raise ValueError(f"window must be >= 0, got {window}")
-        self.window, self.penalty = window, float(penalty)
-        self.sketch_dim = sketch_dim
+        self.window, self.penalty = window, float(options.penalty)
+        self.sketch_dim = sketch_dim = options.sketch_dim
         # the learned attentions: a transform of the scores z (softmax for softmax_penalty)
         self.transform: Transform | None = None
         if attention not in POSITIONAL:
             self.transform = get_transform("softmax" if attention == "softmax_penalty"
                                            else attention)
-        self.preattention_dim = preattention_dim if self.transform is not None else 0
+        self.preattention_dim = options.preattention_dim if self.transform is not None else 0
         out = self.preattention_dim + sketch_dim
         kernel = 2 * window + 1
         # [W_z; W_s] applied to the window of [h; s], split into the h part and the s part.
@@ -271,21 +283,20 @@ class EasyFirstDecoder(nn.Module):
 class EasyFirstTagger(nn.Module):
     """Encoder + neural easy-first decoder + softmax or CRF output layer.
 
-    ``steps=0`` is the plain BiLSTM tagger (features ``h_i``); otherwise the features are
-    ``[h_i; s_i^N]`` (or ``s_i^N`` alone with ``concat=False``). Dropout (``dropout``) is applied
-    after the embeddings, after the BiLSTM and to the features before the output layer, as in
-    the paper.
+    ``decoder.steps=0`` is the plain BiLSTM tagger (features ``h_i``); otherwise the features
+    are ``[h_i; s_i^N]`` (or ``s_i^N`` alone with ``concat=False``). Dropout (``dropout``) is
+    applied after the embeddings, after the BiLSTM and to the features before the output layer,
+    as in the paper.
 
     Args:
         vocab_size: word vocabulary size (0 = pad, 1 = unk).
         num_tags: ``K``, the tag vocabulary size including the padding tag.
-        affix_vocab_size, source_vocab_size, word_dim, affix_dim, source_dim, hidden_dim,
-            use_affixes, use_capitalization: the encoder (see
-            :class:`~.tagging_encoder.TaggingEncoder`).
+        affix_vocab_size: size of the affix n-gram vocabulary (0 without affixes).
+        source_vocab_size: size of the QE source-word vocabulary (0: no source words).
+        encoder: the word encoder's sizes and inputs
+            (:class:`~.tagging_encoder.TaggingEncoderOptions`).
+        decoder: the sketch steps (:class:`EasyFirstDecoderOptions`; ``steps=0``: none).
         dropout: dropout probability (paper: 0.2 POS, 0.3 NER, 0.1 QE).
-        steps: sketch steps ``N``: ``0`` (BiLSTM), a positive integer, or ``"L"``.
-        attention, update, sketch_dim, preattention_dim, window, penalty, vanilla_criterion:
-            the decoder (see :class:`EasyFirstDecoder`).
         concat: use ``[h_i; s_i^N]`` as features (Eq. 6); ``False`` is the "w/out concat"
             ablation.
         crf: a linear-chain CRF output layer (learned ``[K, K]`` transitions and start/end
@@ -294,7 +305,8 @@ class EasyFirstTagger(nn.Module):
             vocabulary has none.
 
     In a config the CLI links ``vocab_size``, ``num_tags``, ``affix_vocab_size`` and
-    ``source_vocab_size`` from the tagging DataModule's attributes of those names.
+    ``source_vocab_size`` from the tagging DataModule's attributes of those names; the parts'
+    options are groups: ``--model.init_args.model.init_args.decoder.attention sparsemax``.
     """
 
     def __init__(
@@ -304,47 +316,26 @@ class EasyFirstTagger(nn.Module):
         affix_vocab_size: int = 0,
         source_vocab_size: int = 0,
         *,
-        word_dim: int = 64,
-        affix_dim: int = 50,
-        source_dim: int = 64,
-        hidden_dim: int = 50,
-        use_affixes: bool = True,
-        use_capitalization: bool = False,
+        encoder: TaggingEncoderOptions = TaggingEncoderOptions(),
+        decoder: EasyFirstDecoderOptions = EasyFirstDecoderOptions(),
         dropout: float = 0.2,
-        steps: Steps = "L",
-        attention: EasyFirstAttentionName = "csoftmax",
-        update: UpdateName = "full",
-        sketch_dim: int = 50,
-        preattention_dim: int = 50,
-        window: int = 2,
-        penalty: float = 1.0,
-        vanilla_criterion: VanillaCriterion = "score",
         concat: bool = True,
         crf: bool = False,
         pad_tag: int | None = 0,
     ) -> None:
         super().__init__()
-        steps = _check_steps(steps, allow_zero=True)
+        steps = _check_steps(decoder.steps, allow_zero=True)
         if steps == 0 and not concat:
-            raise ValueError("concat=False needs sketch steps (steps > 0): with steps=0 the "
-                             "features are the encoder states")
+            raise ValueError("concat=False needs sketch steps (decoder.steps > 0): with steps=0 "
+                             "the features are the encoder states")
         if pad_tag is not None and not 0 <= pad_tag < num_tags:
             raise ValueError(f"pad_tag {pad_tag} is not a tag id in [0, {num_tags})")
         self.concat, self.crf, self.num_tags, self.pad_tag = concat, crf, num_tags, pad_tag
-        self.encoder = TaggingEncoder(
-            vocab_size, affix_vocab_size, source_vocab_size, word_dim=word_dim,
-            affix_dim=affix_dim, source_dim=source_dim, hidden_dim=hidden_dim,
-            use_affixes=use_affixes, use_capitalization=use_capitalization, dropout=dropout,
-        )
+        self.encoder = TaggingEncoder(vocab_size, affix_vocab_size, source_vocab_size, encoder,
+                                      dropout)
         state_dim = self.encoder.output_dim
-        self.decoder = None
-        if steps != 0:
-            self.decoder = EasyFirstDecoder(
-                state_dim, sketch_dim=sketch_dim, preattention_dim=preattention_dim,
-                window=window, attention=attention, update=update, steps=steps,
-                penalty=penalty, vanilla_criterion=vanilla_criterion,
-            )
-        features = (state_dim if concat else 0) + (sketch_dim if steps != 0 else 0)
+        self.decoder = EasyFirstDecoder(state_dim, decoder) if steps != 0 else None
+        features = (state_dim if concat else 0) + (decoder.sketch_dim if steps != 0 else 0)
         self.dropout = nn.Dropout(dropout)
         self.output = nn.Linear(features, num_tags)
         if crf:

@@ -21,10 +21,9 @@ k reads its keys ``x^k`` from ``E_{k-1}`` and its values ``o^k`` from ``E_k``, t
 ``E_0`` and the answer layer is ``W = E_K^T``; the temporal tables are tied the same way),
 random noise (in training, each fact's age grows by the number of empty memories inserted after
 it, each with probability ``temporal_noise``, as Sukhbaatar et al.'s "RN"; A.4 lists only PE, TE
-and linear start, but RN is part of the MemN2N set-up it follows; on task 2 (one seed) it lifted
-MemN2N from 83 to 89% and the binary CRF from 76 to 91%), and Gaussian initialization with
-``init_std`` (0.1 as Sukhbaatar et al.; the authors' Lua code used 1/sqrt(10), which trained
-worse here: 65 and 61% on task 2 without RN).
+and linear start, but RN is part of the MemN2N set-up it follows), and Gaussian initialization
+with ``init_std`` (0.1 as Sukhbaatar et al.; the authors' Lua code used 1/sqrt(10)). How RN and
+the initialization fared in development runs: ``reports/development_notes.md``.
 
 Inputs (word id 0 = padding)::
 
@@ -74,11 +73,9 @@ def position_encoding(lengths: Tensor, width: int, dim: int) -> Tensor:
 
     This is the form of the MemN2N authors' code (Sukhbaatar et al.'s bAbI release, with J the
     sentence's own length here). It is the paper's ``(1 - j/J) - (d/D)(1 - 2j/J)`` centred and
-    doubled (equal to twice it up to O(1/D + 1/J) terms). The scale matters: with the paper's
-    printed weights none of about 45 MemN2N runs here learned bAbI task 16 (44-50% over seeds,
-    learning rates, batch sizes, initializations, with and without random noise); with these,
-    most runs do (99% in 4 of 4 plain training loops, 96.8% and 47.9% for the first two
-    seeds of the runner), and all of them only with linear start.
+    doubled (equal to twice it up to O(1/D + 1/J) terms). The scale matters: in development runs
+    MemN2N learned bAbI task 16 with these weights (and linear start), not with the paper's
+    printed ones (``reports/development_notes.md``).
 
     Args:
         lengths: ``[*]`` integer sentence lengths.
@@ -217,9 +214,9 @@ class ChainCRFMemory(MemoryNetwork):
     and ``theta_K`` on the last (the potentials of the authors' start and end transitions,
     ``u^T m_i`` and ``u_2^T c_j`` in their train-qa.lua). A.4 prints the middle term as
     ``x_i^k . x_j^{k+1}``; here it is the value of fact i at step k, as MemN2N's hop k+1 reads
-    ``x_j^{k+1} . (q^k + o^k)``, so that the link is the one the linear start (below) trains.
-    With A.4's term after the linear start, 3 of 5 seeds lost bAbI task 16 at the switch (back
-    to about 50% from 96-98%); with this one, those 3 seeds keep it (100% validation accuracy).
+    ``x_j^{k+1} . (q^k + o^k)``, so that the link is the one the linear start (below) trains
+    (with A.4's term, development runs lost bAbI task 16 at the switch from the linear start:
+    ``reports/development_notes.md``).
 
     Linear start (A.4: "All models implement ... linear start from the original paper"; "for the
     CRF models we apply a log(softmax) layer ... after 20 epochs"). Binary model: while
@@ -228,20 +225,17 @@ class ChainCRFMemory(MemoryNetwork):
     theta_1``, ``alpha_{k+1}(j) = theta_{k+1}(j) + sum_{i != j} alpha_k(i) o_i^k . x_j^{k+1}``
     (MemN2N's linear hop ``x_j^{k+1} . (q^k + c^k)`` with ``Q q^k`` in place of ``q^k``; ``o^k``
     and ``x^{k+1}`` are one matrix under adjacent tying). This is what lets the binary CRF learn
-    bAbI task 16: with the CRF on raw potentials in linear start instead, none of 21 runs here
-    did (at most 57% validation accuracy; 9 seeds, and 12 runs varying the batch size, K, the
-    initialization, the linear-start length and the links). With this recursion all 5 seeds of
-    the report learn it during linear start (96-100% validation accuracy) and keep it as a CRF
-    afterwards (100%; 99.8% test accuracy on average). Afterwards the potentials are
-    log-normalized where the authors' code inserts its LogSoftMax layers: every transition row
-    ``theta_{k,k+1}(i, .)`` becomes a log-distribution over the next fact j, and the first and
-    last steps' potentials log-distributions over the facts: a locally normalized chain (which
-    the CRF then renormalizes globally). Unary model: in linear start the chain's linear
-    counterpart likewise, which without links is the raw potentials ``alpha_k = theta_k``
-    (MemN2N's linear hops ``x_i^k . q^k``, with ``Q q^k`` in place of ``q^k``); afterwards the
-    CRF over a log-softmax per step (as in the authors' code; the softmax leaves the chain's
-    distribution unchanged in exact arithmetic). Until 2026-11-26 the unary model ran the CRF
-    on raw potentials in linear start too, i.e. no linear start.
+    bAbI task 16, which it did not with the CRF on raw potentials in linear start (its results:
+    ``reports/babi_qa.md``; the runs without it: ``reports/development_notes.md``). Afterwards the
+    potentials are log-normalized where the authors' code inserts its LogSoftMax layers: every
+    transition row ``theta_{k,k+1}(i, .)`` becomes a log-distribution over the next fact j, and the
+    first and last steps' potentials log-distributions over the facts: a locally normalized chain
+    (which the CRF then renormalizes globally). Unary model: in linear start the chain's linear
+    counterpart likewise, which without links is the raw potentials ``alpha_k = theta_k`` (MemN2N's
+    linear hops ``x_i^k . q^k``, with ``Q q^k`` in place of ``q^k``); afterwards the CRF over a
+    log-softmax per step (as in the authors' code; the softmax leaves the chain's distribution
+    unchanged in exact arithmetic). Until 2026-11-26 the unary model ran the CRF on raw potentials
+    in linear start too, i.e. no linear start.
 
     Args:
         vocab_size, hops (K, >= 2 for the binary model), embed_dim, memory_size,

@@ -10,6 +10,8 @@ the NLI model the same module gives the ``simple`` and ``structured`` soft paren
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor, nn
 
@@ -17,13 +19,26 @@ from ..layers.syntactic import SyntacticAttention
 from ..structured import DependencyCRF
 
 
+@dataclass(frozen=True)
+class ParserOptions:
+    """The sizes of a :class:`DependencyParser`. In a config they are the group ``parser`` of
+    the model that holds one: ``--model.init_args.model.init_args.parser.hidden_dim 100``.
+
+    Args:
+        embed_dim: word embedding size.
+        hidden_dim: size of each direction of the parsing BiLSTM (and of the arc MLP).
+    """
+
+    embed_dim: int = 100
+    hidden_dim: int = 100
+
+
 class DependencyParser(nn.Module):
     """Arc scores, tree log-likelihood and Eisner parses of word-id sentences.
 
     Args:
         vocab_size: number of word ids (0 = padding).
-        embed_dim: word embedding size.
-        hidden_dim: size of each direction of the parsing BiLSTM (and of the arc MLP).
+        options: its sizes (:class:`ParserOptions`).
         mode: ``structured`` (dependency-CRF marginals) or ``simple`` (softmax over heads) for
             :meth:`marginals`.
         bounded: the paper's outer ``tanh``, which keeps the scores in ``[-1, 1]``; without it
@@ -32,12 +47,14 @@ class DependencyParser(nn.Module):
         dropout: on the word embeddings, in training mode.
     """
 
-    def __init__(self, vocab_size: int, embed_dim: int = 100, hidden_dim: int = 100,
+    def __init__(self, vocab_size: int, options: ParserOptions = ParserOptions(),
                  mode: str = "structured", bounded: bool = True, dropout: float = 0.0) -> None:
         super().__init__()
-        self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=0)
+        self.options = options
+        self.embedding = nn.Embedding(vocab_size, options.embed_dim, padding_idx=0)
         self.dropout = nn.Dropout(dropout)
-        self.attention = SyntacticAttention(embed_dim, hidden_dim, mode=mode, bounded=bounded)
+        self.attention = SyntacticAttention(options.embed_dim, options.hidden_dim, mode=mode,
+                                            bounded=bounded)
 
     def arc_scores(self, words: Tensor, lengths: Tensor) -> Tensor:
         """``theta [B, N+1, N+1]`` (``[b, h, m]``: head h -> modifier m, 0 = root) for

@@ -12,6 +12,7 @@ direction) and dropout again.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
@@ -22,20 +23,42 @@ from ..layers.encoders import BiLSTMEncoder
 # lower, Title, UPPER, mIxed (lit_structattn.datamodules.tagging.capitalization)
 CAPITALIZATION_CLASSES = 4
 
-__all__ = ["TaggingEncoder"]
+__all__ = ["TaggingEncoder", "TaggingEncoderOptions"]
 
 
 @torch.no_grad()
 def _init_lookup_table(table: nn.Embedding) -> None:
     """Uniform in ``+-sqrt(3 / dim)``, padding row 0: the scale of DyNet's default (Glorot)
     initialization of lookup parameters, which the authors' tagger used. PyTorch's default
-    N(0, 1) is about 8 times larger: with it the BiLSTM POS tagger reached 94.4% test accuracy
-    on English UD (3 seeds), with this scale 94.9% (seed 0; the paper: 94.94 with Polyglot
-    vectors)."""
+    N(0, 1) is about 8 times larger."""
     bound = math.sqrt(3.0 / table.embedding_dim)
     table.weight.uniform_(-bound, bound)
     if table.padding_idx is not None:
         table.weight[table.padding_idx].zero_()
+
+
+@dataclass(frozen=True)
+class TaggingEncoderOptions:
+    """The sizes and inputs of a :class:`TaggingEncoder` (all but the vocabulary sizes, which
+    come from the data, and the dropout, which is the whole tagger's). In a config they are the
+    tagger's group ``encoder``: ``--model.init_args.model.init_args.encoder.hidden_dim 100``.
+
+    Args:
+        word_dim: word embedding size (paper: 64).
+        affix_dim: prefix and suffix embedding size (paper: 50).
+        source_dim: aligned source-word embedding size for QE (paper: 64).
+        hidden_dim: BiLSTM units per direction (paper: 50); the states are ``2 * hidden_dim``.
+        use_affixes: add the summed prefix and the summed suffix embeddings.
+        use_capitalization: add the one-hot 4-way capitalization class of the word (the
+            authors' ``cap_feature``; ``caps`` ids 1..4, 0 = padding).
+    """
+
+    word_dim: int = 64
+    affix_dim: int = 50
+    source_dim: int = 64
+    hidden_dim: int = 50
+    use_affixes: bool = True
+    use_capitalization: bool = False
 
 
 class TaggingEncoder(nn.Module):
@@ -45,11 +68,7 @@ class TaggingEncoder(nn.Module):
         vocab_size: word vocabulary size (id 0 = padding, embeds to 0; 1 = unknown).
         affix_vocab_size: size of the affix n-gram vocabulary (0 when ``use_affixes=False``).
         source_vocab_size: size of the source-word vocabulary for QE; 0 (default) = no source.
-        word_dim, affix_dim, source_dim: embedding sizes (paper: 64, 50, 64).
-        hidden_dim: BiLSTM units per direction (paper: 50); ``output_dim = 2 * hidden_dim``.
-        use_affixes: add the summed prefix and the summed suffix embeddings.
-        use_capitalization: add the one-hot 4-way capitalization class of the word (the
-            authors' ``cap_feature``; ``caps`` ids 1..4, 0 = padding).
+        options: sizes and inputs (:class:`TaggingEncoderOptions`).
         dropout: applied to the input vectors and to the BiLSTM states.
 
     The embedding tables start uniform in ``+-sqrt(3 / dim)`` (see :func:`_init_lookup_table`).
@@ -60,40 +79,36 @@ class TaggingEncoder(nn.Module):
         vocab_size: int,
         affix_vocab_size: int = 0,
         source_vocab_size: int = 0,
-        word_dim: int = 64,
-        affix_dim: int = 50,
-        source_dim: int = 64,
-        hidden_dim: int = 50,
-        use_affixes: bool = True,
-        use_capitalization: bool = False,
+        options: TaggingEncoderOptions = TaggingEncoderOptions(),
         dropout: float = 0.2,
     ) -> None:
         super().__init__()
-        if use_affixes and affix_vocab_size <= 0:
+        if options.use_affixes and affix_vocab_size <= 0:
             raise ValueError("TaggingEncoder: use_affixes=True needs affix_vocab_size > 0")
-        self.word_embedding = nn.Embedding(vocab_size, word_dim, padding_idx=0)
-        self.use_affixes = use_affixes
-        self.prefix_embedding = self.suffix_embedding = None
-        input_dim = word_dim
-        if use_affixes:
-            self.prefix_embedding = nn.Embedding(affix_vocab_size, affix_dim, padding_idx=0)
-            self.suffix_embedding = nn.Embedding(affix_vocab_size, affix_dim, padding_idx=0)
-            input_dim += 2 * affix_dim
-        self.use_capitalization = use_capitalization
-        if use_capitalization:
+        self.options = options
+        self.word_embedding = nn.Embedding(vocab_size, options.word_dim, padding_idx=0)
+        self.prefix_embedding = self.suffix_embedding = self.source_embedding = None
+        input_dim = options.word_dim
+        if options.use_affixes:
+            self.prefix_embedding = nn.Embedding(affix_vocab_size, options.affix_dim,
+                                                 padding_idx=0)
+            self.suffix_embedding = nn.Embedding(affix_vocab_size, options.affix_dim,
+                                                 padding_idx=0)
+            input_dim += 2 * options.affix_dim
+        if options.use_capitalization:
             input_dim += CAPITALIZATION_CLASSES
-        self.source_embedding = None
         if source_vocab_size > 0:
-            self.source_embedding = nn.Embedding(source_vocab_size, source_dim, padding_idx=0)
-            input_dim += source_dim
+            self.source_embedding = nn.Embedding(source_vocab_size, options.source_dim,
+                                                 padding_idx=0)
+            input_dim += options.source_dim
         self.input_dim = input_dim
         for table in (self.word_embedding, self.prefix_embedding, self.suffix_embedding,
                       self.source_embedding):
             if table is not None:
                 _init_lookup_table(table)
         self.dropout = nn.Dropout(dropout)
-        self.rnn = BiLSTMEncoder(input_dim, hidden_dim)
-        self.output_dim = 2 * hidden_dim
+        self.rnn = BiLSTMEncoder(input_dim, options.hidden_dim)
+        self.output_dim = 2 * options.hidden_dim
 
     @torch.no_grad()
     def init_word_embeddings(self, matrix: Tensor) -> None:
@@ -122,12 +137,12 @@ class TaggingEncoder(nn.Module):
         ``caps [B, T]`` capitalization classes 1..4 (0 = padding).
         """
         parts = [self.word_embedding(words)]
-        if self.use_affixes:
+        if self.options.use_affixes:
             if prefixes is None or suffixes is None:
                 raise ValueError("TaggingEncoder: use_affixes=True needs prefixes and suffixes")
             parts.append(self.prefix_embedding(prefixes).sum(-2))
             parts.append(self.suffix_embedding(suffixes).sum(-2))
-        if self.use_capitalization:
+        if self.options.use_capitalization:
             if caps is None:
                 raise ValueError("TaggingEncoder: use_capitalization=True needs caps [B, T]")
             onehot = nn.functional.one_hot(caps, CAPITALIZATION_CLASSES + 1)[..., 1:]

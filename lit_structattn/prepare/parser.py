@@ -5,8 +5,8 @@ epoch on a parsed dataset"; here both come from this project's own
 :class:`~lit_structattn.models.parser.DependencyParser` trained by maximizing the log-likelihood
 of the gold trees under a projective :class:`~lit_structattn.structured.DependencyCRF` (Adam,
 lr 0.01, beta = (0.9, 0.999) as the paper's pretraining; gradient norm 5; dropout 0.3 on the
-word embeddings). Its arc scorer drops the paper's outer ``tanh`` (which bounds the scores to
-``[-1, 1]``; with it the parser stayed near 73% UAS). Words are lowercased;
+word embeddings). Its arc scorer drops the paper's outer ``tanh``, which bounds the scores to
+``[-1, 1]`` and so keeps a parser trained on gold trees from being confident. Words are lowercased;
 training words seen once map to ``<unk>``; training sentences longer than ``max_length`` words
 are skipped (evaluation keeps every sentence). A trained parser is cached as one file under
 ``~/.cache/structattn/parsers`` (``$STRUCTATTN_CACHE`` replaces ``~/.cache/structattn``) with its
@@ -40,7 +40,7 @@ import torch
 from ..datamodules.files import atomic_path, cache_root, data_root, require_files
 from ..datamodules.ud_pos import DependencyTree, read_conllu_trees
 from ..datamodules.vocabulary import Vocabulary
-from ..models.parser import DependencyParser, attachment_counts
+from ..models.parser import DependencyParser, ParserOptions, attachment_counts
 from ..run.cache_records import load_record
 from .loop import fit, length_batches
 
@@ -127,7 +127,8 @@ def train_parser(settings: dict, log=print) -> dict:
         log(f"parser epoch {epoch}: loss/word {loss:.3f}, dev UAS {dev:.4f}")
 
     parser = fit(
-        lambda: DependencyParser(len(vocab), settings["embed_dim"], settings["hidden_dim"],
+        lambda: DependencyParser(len(vocab), ParserOptions(settings["embed_dim"],
+                                                           settings["hidden_dim"]),
                                  bounded=False, dropout=settings["dropout"]),
         training, lengths=[len(tree.words) for tree in training],
         collate=partial(tree_batch, vocab=vocab), epochs=settings["epochs"],
@@ -177,7 +178,8 @@ def build_parser(record: dict, mode: str = "structured") -> tuple[DependencyPars
     """The parser of a cache record (in ``mode``; its sizes are in the record's ``key``, the
     :func:`parser_settings`) and its vocabulary."""
     config = record["key"]
-    parser = DependencyParser(len(record["vocab"]), config["embed_dim"], config["hidden_dim"],
+    parser = DependencyParser(len(record["vocab"]), ParserOptions(config["embed_dim"],
+                                                                  config["hidden_dim"]),
                               mode=mode, bounded=False)
     parser.load_state_dict(record["state_dict"])
     return parser, Vocabulary(record["vocab"])

@@ -23,13 +23,13 @@ def steady_allocator() -> str:
 
     By default glibc serves large blocks with fresh ``mmap`` pages and trims the heap when its
     top is free, so every step of a CPU training loop page-faults its large tensors in again:
-    the ``[tokens, vocabulary]`` scores of a translation step cost about 33,000 faults per step,
-    some 7% of its CPU time. Raising the mmap threshold alone still left blocks of 64 MiB
-    mapped afresh here, so mmap is switched off. Freed memory is then reused and a process
-    keeps its peak heap; a benchmark's times no longer depend on the allocator's history. The
-    CLI calls this once it has built a trainer on the CPU (:func:`steady_allocator_wanted`;
-    DataLoader workers forked later inherit it), as do the benchmarks that time training
-    steps or transforms. Returns a sentence saying what was done.
+    the ``[tokens, vocabulary]`` scores of a translation step, say (what that cost in a
+    development run: ``reports/development_notes.md``). Raising the mmap threshold alone still
+    left blocks of 64 MiB mapped afresh, so mmap is switched off. Freed memory is then reused
+    and a process keeps its peak heap; a benchmark's times no longer depend on the allocator's
+    history. The CLI calls this once it has built a trainer on the CPU
+    (:func:`steady_allocator_wanted`; DataLoader workers forked later inherit it), as do the
+    benchmarks that time training steps or transforms. Returns a sentence saying what was done.
     """
     name = ctypes.util.find_library("c")
     libc = ctypes.CDLL(name) if name else None

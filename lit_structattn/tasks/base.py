@@ -28,6 +28,7 @@ from ..common.codec import (
     restore_codec,
 )
 from ..run.checkpoints import checkpoint_bytes
+from .upgrade import upgrade_hyperparameters, upgraded_checkpoint
 
 # A task given its model as an object (``model: class_path ...``) records the model's
 # configuration in its hyper-parameters (LightningCLI's instantiator does), which is what
@@ -155,7 +156,8 @@ class Task(L.LightningModule):
         )
         if not mismatched:
             return
-        before = flat_hyperparameters(checkpoint.get("hyper_parameters", {}))
+        recorded = checkpoint.get("hyper_parameters", {})
+        before = flat_hyperparameters(upgrade_hyperparameters(recorded))  # in the new form
         now = flat_hyperparameters(self.hparams)
         differing = [
             f"{key}: {before.get(key, '<unset>')!r} in the checkpoint, {now.get(key, '<unset>')!r} "
@@ -185,7 +187,8 @@ def as_loaded(module: torch.nn.Module, state_dict: Mapping[str, Any]) -> dict[st
 
 def flat_hyperparameters(hparams: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     """``hparams`` with the objects a config gives by ``class_path`` / ``init_args`` (the model,
-    the optimizer) spread into dotted keys: ``{"model.hidden_dim": 50, "model": "...Seq2Seq"}``."""
+    the optimizer) and the groups of options (a model's ``encoder``) spread into dotted keys:
+    ``{"model": "...Seq2Seq", "model.hidden_dim": 50, "model.encoder.kind": "bilstm"}``."""
     flat: dict[str, Any] = {}
     for key, value in hparams.items():
         if hasattr(value, "as_dict"):  # a jsonargparse Namespace
@@ -193,6 +196,8 @@ def flat_hyperparameters(hparams: Mapping[str, Any], prefix: str = "") -> dict[s
         if isinstance(value, Mapping) and "class_path" in value:
             flat[prefix + key] = value["class_path"]
             flat.update(flat_hyperparameters(value.get("init_args") or {}, f"{prefix}{key}."))
+        elif isinstance(value, Mapping) and value:
+            flat.update(flat_hyperparameters(value, f"{prefix}{key}."))
         else:
             flat[prefix + key] = value
     return flat
@@ -206,7 +211,8 @@ def load_task(checkpoint_path: str | Path, map_location: Any = "cpu",
     The checkpoint is read as data (:func:`~lit_structattn.run.checkpoints.read_checkpoint`): one
     that holds other Python objects is refused, unless ``trusted`` (a legacy checkpoint of a
     task built in Python, whose hyper-parameters keep its model object, from a source you
-    trust).
+    trust). A checkpoint saved before the models took their parts' options as groups is
+    upgraded first (:mod:`~lit_structattn.tasks.upgrade`).
 
     Raises:
         UnsafeCheckpoint, UnreadableCheckpoint: see :func:`~lit_structattn.run.checkpoints.
@@ -221,8 +227,9 @@ def load_task(checkpoint_path: str | Path, map_location: Any = "cpu",
     cls = import_class(name)
     if not (isinstance(cls, type) and issubclass(cls, Task)):
         raise ValueError(f"{checkpoint_path}: {name} is not a lit_structattn task")
-    # Lightning reads the very bytes checked above; Lightning < 2.6 has no weights_only
-    # argument (and unpickles in full: safe here, the bytes were read as data first).
+    data = upgraded_checkpoint(checkpoint, data)
+    # Lightning reads the very bytes checked above (or their upgrade); Lightning < 2.6 has no
+    # weights_only argument (and unpickles in full: safe here, the bytes were read as data).
     full = ({"weights_only": not trusted}
             if "weights_only" in inspect.signature(cls.load_from_checkpoint).parameters else {})
     return cls.load_from_checkpoint(data, map_location=map_location, **full).eval()

@@ -42,7 +42,7 @@ class NLITask(Task):
             transform) and its sizes.
         parser_epochs: for ``hard_parent`` / ``pretrained_structured``, the epochs of the
             supervised parser on UD English-EWT (see :mod:`lit_structattn.prepare.parser`);
-            its sizes are the model's ``parser_embed_dim`` and ``parser_dim``.
+            its sizes are the model's ``parser`` options.
         parser_seed: the seed of that parser's training.
         optimizer, lr_scheduler: see :class:`~.base.Task`.
     """
@@ -69,8 +69,9 @@ class NLITask(Task):
         training options and the digest of the treebank's files."""
         from ..prepare.parser import parser_settings
 
-        return parser_settings(self.hparams.parser_epochs, self.model.parser_embed_dim,
-                               self.model.parser_dim, self.hparams.parser_seed)
+        sizes = self.model.parser_options
+        return parser_settings(self.hparams.parser_epochs, sizes.embed_dim, sizes.hidden_dim,
+                               self.hparams.parser_seed)
 
     def prepare_data(self) -> None:
         """Train the supervised parser of ``hard_parent`` / ``pretrained_structured`` unless the
@@ -122,8 +123,7 @@ class NLITask(Task):
         size = checkpoint.get("supervised_parser_vocab")
         model = self.model
         if size is not None and model.parser is None:
-            parser = DependencyParser(size, model.parser_embed_dim, model.parser_dim,
-                                      bounded=False)
+            parser = DependencyParser(size, model.parser_options, bounded=False)
             model.attach_parser(parser, torch.zeros(model.embedding.num_embeddings,
                                                     dtype=torch.long))
         super().on_load_checkpoint(checkpoint)

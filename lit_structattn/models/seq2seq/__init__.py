@@ -23,7 +23,7 @@ from ...layers.registry import OutputName, SourceAttentionName, names
 from .joint import OUTPUTS, SAMPLED_OUTPUTS
 from .model import DECODER_INITS, DecoderInit, DecoderState, Seq2Seq
 from .search import Beams, rescore
-from .source import ENCODERS, EncodedSource, EncoderName, SourceEncoder
+from .source import ENCODERS, EncodedSource, EncoderName, SourceEncoder, SourceEncoderOptions
 
 SOURCE_ATTENTION = names("seq2seq", "source_attention")
 
@@ -42,5 +42,6 @@ __all__ = [
     "Seq2Seq",
     "SourceAttentionName",
     "SourceEncoder",
+    "SourceEncoderOptions",
     "rescore",
 ]

@@ -17,13 +17,17 @@ from torch import Tensor, nn
 from ...common.checks import check_choice
 from ...common.constants import BOS_ID, EOS_ID
 from ...layers.encoders import run_lstm
-from ...layers.registry import AttentionName, OutputName, SourceAttentionName, build_attention
+from ...layers.registry import (
+    AttentionName,
+    OutputName,
+    build_attention,
+)
 from ...layers.scorers import ScoreName
 from . import search
 from .bounds import step_bounds, with_fertility
 from .joint import JointOutput
 from .search import Beams
-from .source import EncodedSource, EncoderName, SourceEncoder, select_rows
+from .source import EncodedSource, SourceEncoder, SourceEncoderOptions, select_rows
 
 DECODER_INITS = ("zeros", "encoder")
 DecoderInit = Literal[DECODER_INITS]  # the names as the type of the constructor argument
@@ -64,7 +68,9 @@ class Seq2Seq(nn.Module):
         coverage_vector: COVVECTOR (Malaviya et al. 2018 §5, after Tu et al. 2016): the score
             becomes ``h_t^T (W m_j + v beta_{t-1, j})`` with a learned ``v``; needs a
             single-query attention layer (``dot``/``general`` score, any transform).
-        encoder_dim: the BiLSTM encoder's size per direction (``encoder="bilstm"``).
+        encoder: the source side (:class:`~.source.SourceEncoderOptions`: ``embedding`` or
+            ``bilstm`` and its size, ``none``, ``simple`` or ``structured`` syntactic attention
+            with its parser's size); its embeddings have ``embed_dim`` and ``dropout``.
         tie_embeddings: share the output layer's weights with the target embeddings (Press &
             Wolf 2017) and, when the vocabularies are one, with the source embeddings.
         joint_vocab: whether source and target ids index one vocabulary (default: when their
@@ -80,13 +86,10 @@ class Seq2Seq(nn.Module):
             :meth:`greedy`, :meth:`beams`, ...).
         decoder_init: the decoder's first LSTM state: ``zeros``, or ``encoder`` = the BiLSTM
             encoder's final ``(h, c)`` (both directions side by side, in every decoder layer;
-            needs ``2 encoder_dim == hidden_dim``), as OpenNMT initializes its decoder.
+            needs ``2 encoder.hidden_dim == hidden_dim``), as OpenNMT initializes its decoder.
         init_range: every parameter starts uniform in ``[-init_range, init_range]`` (the
             authors' OpenNMT / seq2seq-attn default 0.1); 0 keeps PyTorch's initializations
             (embeddings ``N(0, 1)``, which with tied embeddings makes large initial logits).
-        encoder, source_attention, parser_dim: the source side, see :class:`SourceEncoder`
-            (``embedding`` or ``bilstm``; ``none``, ``simple`` or ``structured`` syntactic
-            attention with a parser BiLSTM of ``parser_dim``).
         bos_id, eos_id: the target start and end symbols.
     """
 
@@ -107,20 +110,16 @@ class Seq2Seq(nn.Module):
         sink: bool = False,
         exhaustion_bonus: float = 0.0,
         coverage_vector: bool = False,
-        encoder_dim: int = 50,
+        encoder: SourceEncoderOptions = SourceEncoderOptions(),
         tie_embeddings: bool = False,
         output: OutputName = "soft",
         joint_k: int = 6,
         joint_vocab: bool | None = None,
         decoder_init: DecoderInit = "zeros",
         init_range: float = 0.0,
-        encoder: EncoderName = "embedding",
-        source_attention: SourceAttentionName = "none",
-        parser_dim: int = 50,
     ) -> None:
         super().__init__()
-        self.encoder = SourceEncoder(src_vocab, embed_dim, source_attention, parser_dim, encoder,
-                                     encoder_dim, dropout)
+        self.encoder = SourceEncoder(src_vocab, embed_dim, encoder, dropout)
         memory_dim = self.encoder.output_dim
         self.tgt_embed = nn.Embedding(tgt_vocab, embed_dim, padding_idx=0)
         self.input_feed = input_feed
@@ -166,9 +165,9 @@ class Seq2Seq(nn.Module):
                              f"not {attention!r}")
         self.decoder_init = check_choice("decoder_init", decoder_init, DECODER_INITS)
         if decoder_init == "encoder" and (self.encoder.rnn is None or memory_dim != hidden_dim):
-            raise ValueError("decoder_init='encoder' needs a BiLSTM encoder with 2 encoder_dim == "
-                             f"hidden_dim, got encoder output {memory_dim} and hidden_dim "
-                             f"{hidden_dim}")
+            raise ValueError("decoder_init='encoder' needs a BiLSTM encoder with 2 "
+                             "encoder.hidden_dim == hidden_dim, got encoder output "
+                             f"{memory_dim} and hidden_dim {hidden_dim}")
         if init_range > 0:
             for parameter in self.parameters():
                 nn.init.uniform_(parameter, -init_range, init_range)

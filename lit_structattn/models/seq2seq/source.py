@@ -17,7 +17,7 @@ from ...layers.registry import SourceAttentionName, check_attention
 from ...layers.syntactic import SyntacticAttention
 
 ENCODERS = ("embedding", "bilstm")
-EncoderName = Literal[ENCODERS]  # the names as the type of the constructor argument
+EncoderName = Literal[ENCODERS]  # the names as the type of SourceEncoderOptions.kind
 
 
 def select_rows(t: Tensor | None, index: Tensor, dim: int = 0) -> Tensor | None:
@@ -53,40 +53,53 @@ class EncodedSource:
                        (self.final[0][index], self.final[1][index]))
 
 
+@dataclass(frozen=True)
+class SourceEncoderOptions:
+    """What a :class:`SourceEncoder` is, besides the vocabulary size (from the data) and the
+    embedding size and dropout (its encoder-decoder's, shared with the target side). In a config
+    they are the encoder-decoder's group ``encoder``:
+    ``--model.init_args.model.init_args.encoder.kind bilstm``.
+
+    Args:
+        kind: ``embedding`` (no recurrence, as Kim et al.'s tree transduction) or ``bilstm``.
+        hidden_dim: BiLSTM size per direction (``bilstm`` only); the memory is twice as wide.
+        source_attention: ``none`` (``x_j``), ``simple`` or ``structured`` (``[x_j; c_j]``, see
+            :class:`~lit_structattn.layers.syntactic.SyntacticAttention`).
+        parser_dim: hidden size per direction of the parsing BiLSTM of ``simple`` and
+            ``structured``.
+    """
+
+    kind: EncoderName = "embedding"
+    hidden_dim: int = 50
+    source_attention: SourceAttentionName = "none"
+    parser_dim: int = 50
+
+
 class SourceEncoder(nn.Module):
     """Embeddings -> optional syntactic self-attention -> optional BiLSTM.
 
     Args:
         vocab_size, embed_dim: the symbol embeddings (id 0 = padding).
-        source_attention: ``none`` (``x_j``), ``simple`` or ``structured`` (``[x_j; c_j]``, see
-            :class:`~lit_structattn.layers.syntactic.SyntacticAttention`).
-        parser_dim: hidden size per direction of the parsing BiLSTM.
-        encoder: ``embedding`` (no recurrence, as Kim et al.'s tree transduction) or ``bilstm``.
-        hidden_dim: BiLSTM size per direction (``bilstm`` only).
+        options: :class:`SourceEncoderOptions`.
+        dropout: on the embeddings.
     """
 
-    def __init__(
-        self,
-        vocab_size: int,
-        embed_dim: int,
-        source_attention: SourceAttentionName = "none",
-        parser_dim: int = 50,
-        encoder: EncoderName = "embedding",
-        hidden_dim: int = 50,
-        dropout: float = 0.0,
-    ) -> None:
+    def __init__(self, vocab_size: int, embed_dim: int,
+                 options: SourceEncoderOptions = SourceEncoderOptions(),
+                 dropout: float = 0.0) -> None:
         super().__init__()
-        check_attention("seq2seq", "source_attention", source_attention)
-        check_choice("encoder", encoder, ENCODERS)
+        check_attention("seq2seq", "source_attention", options.source_attention)
+        check_choice("kind", options.kind, ENCODERS)
         self.embed = nn.Embedding(vocab_size, embed_dim, padding_idx=0)
         self.dropout = nn.Dropout(dropout)
         self.syntactic = None
         width = embed_dim
-        if source_attention != "none":
-            self.syntactic = SyntacticAttention(embed_dim, parser_dim, mode=source_attention)
+        if options.source_attention != "none":
+            self.syntactic = SyntacticAttention(embed_dim, options.parser_dim,
+                                                mode=options.source_attention)
             width = 2 * embed_dim
-        self.rnn = BiLSTMEncoder(width, hidden_dim) if encoder == "bilstm" else None
-        self.output_dim = 2 * hidden_dim if self.rnn is not None else width
+        self.rnn = BiLSTMEncoder(width, options.hidden_dim) if options.kind == "bilstm" else None
+        self.output_dim = 2 * options.hidden_dim if self.rnn is not None else width
 
     def forward(self, src: Tensor, lengths: Tensor) -> EncodedSource:
         """``src [B, S]``, ``lengths [B]`` -> :class:`EncodedSource` with ``memory [B, S, M]``."""
