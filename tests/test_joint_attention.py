@@ -93,11 +93,14 @@ def test_beam_joint_learns_and_decodes_with_another_k():
     torch.testing.assert_close(scores[:, 0], layer.generator(hard).log_softmax(-1))
 
 
+BILSTM_4 = SourceEncoderOptions(kind="bilstm", hidden_dim=4)
+
+
 def decoding_setup(output="beam_joint", joint_k=3, **options):
     """An untrained model (weights drawn wide enough for the K to matter) and 4 sources."""
     torch.manual_seed(5)
     model = Seq2Seq(15, 15, embed_dim=8, hidden_dim=8, output=output, joint_k=joint_k,
-                    input_feed=True, encoder="bilstm", encoder_dim=4, init_range=0.5,
+                    input_feed=True, encoder=BILSTM_4, init_range=0.5,
                     **options).eval()
     lengths = torch.tensor([7, 5, 3, 6])
     src = torch.randint(3, 15, (4, 7)) * lengths_to_mask(lengths, 7)
@@ -129,7 +132,7 @@ def test_decoding_with_k_equals_the_model_trained_with_that_k(output, k):
     overwriting the model's K did before it was an argument)."""
     model, src, lengths, tgt_in = decoding_setup(output)
     reference = Seq2Seq(15, 15, embed_dim=8, hidden_dim=8, output=output, joint_k=k,
-                        input_feed=True, encoder="bilstm", encoder_dim=4).eval()
+                        input_feed=True, encoder=BILSTM_4).eval()
     reference.load_state_dict(model.state_dict())
     assert_same(decodings(model, src, lengths, tgt_in, joint_k=k),
                 decodings(reference, src, lengths, tgt_in))
@@ -161,7 +164,7 @@ def test_checkpoints_from_before_the_output_layer_module_load(tie_embeddings):
     old = {name.removeprefix("output_layer."): value for name, value in model.state_dict().items()}
     assert {"combine.weight", "generator.weight", "generator.bias"} <= set(old)
     fresh = Seq2Seq(15, 15, embed_dim=8, hidden_dim=8, output="beam_joint", joint_k=3,
-                    input_feed=True, encoder="bilstm", encoder_dim=4,
+                    input_feed=True, encoder=BILSTM_4,
                     tie_embeddings=tie_embeddings).eval()
     nested = torch.nn.ModuleDict({"model": fresh})
     nested.load_state_dict({f"model.{name}": value for name, value in old.items()})
