@@ -10,11 +10,15 @@ import contextlib
 import tempfile
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
+from unittest import mock
 
 import pytest
+import torch
 import yaml
 
 from lit_structattn.cli import command as cli
+from lit_structattn.reproduce import runner
 from lit_structattn.run.lightning_cli import build_cli
 from tests.golden import CASES, CONFIGS, Case
 
@@ -44,8 +48,6 @@ def evaluated(case: Case) -> tuple[dict, dict]:
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings(), \
             contextlib.ExitStack() as patched:
         warnings.simplefilter("ignore")
-        from unittest import mock
-
         for target, replacement in case.patches:
             patched.enter_context(mock.patch(target, replacement))
         data, run = Path(tmp) / "data", Path(tmp) / "run"
@@ -111,3 +113,14 @@ def test_a_family_config_alone_gets_the_shared_callbacks(config, capsys):
     assert [c["class_path"].rpartition(".")[2] for c in callbacks] == [
         "ModelCheckpoint", "ModelCheckpoint", "HparamsMetric", "AttentionFigures"]
     assert callbacks[0]["init_args"]["monitor"] == "val/score"
+
+
+def test_a_table_selects_by_its_headline_metric_through_the_score():
+    """The babi table selects seeds by ``val/accuracy``; its runs' checkpoint monitors
+    ``val/score``, the same values: the runner records the best as ``val/accuracy``, and
+    nothing for a key that is not the headline metric."""
+    best = SimpleNamespace(monitor="val/score", best_model_score=torch.tensor(0.75))
+    trainer = SimpleNamespace(lightning_module=SimpleNamespace(score_name="accuracy"),
+                              checkpoint_callbacks=[best])
+    assert runner._best_validation(trainer, "val/accuracy") == {"val/accuracy": 0.75}
+    assert runner._best_validation(trainer, "val/fact_accuracy") == {}

@@ -187,7 +187,10 @@ class CorpusScore(Metric):
     def corpus(self) -> list[tuple]:
         """The columns of every process's rows, one row per position, in position order (a
         collective call under DDP: every process makes it)."""
-        ordered = dict(sorted((row[0], row[1:]) for row in _everyones(self.rows)))
+        ordered = dict(sorted(((row[0], row[1:]) for row in _everyones(self.rows)),
+                              key=lambda item: item[0]))
+        if not ordered:
+            raise ValueError(f"{type(self).__name__}: no example to score (no update)")
         return [list(column) for column in zip(*ordered.values(), strict=True)]
 
     def compute(self) -> Any:
@@ -247,6 +250,9 @@ class DropScore(CorpusScore):
         context: gives the further sentence pairs the aligner reads with the test pairs (the
             training corpus, as word lists), called when the score is computed, on the first
             process only.
+
+    Both are attributes of the same names, which a task whose data comes later (at its
+    set-up) gives then.
     """
 
     def __init__(self, iterations: int | None = None,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import inspect
 import math
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Sized
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -58,7 +58,14 @@ class TaskData(Protocol):
     def text_codec(self) -> TextCodec: ...
 
 
-def batch_size(batch: Mapping[str, torch.Tensor]) -> int:
+class VocabularyData(Protocol):
+    """A DataModule whose inputs are ids of one vocabulary, ``vocab`` once set up (what
+    :meth:`Task.check_vocab_size` reads)."""
+
+    vocab: Sized
+
+
+def examples_in(batch: Mapping[str, torch.Tensor]) -> int:
     """The number of examples of ``batch`` (a dict of tensors, batch first)."""
     return len(next(iter(batch.values())))
 
@@ -143,7 +150,7 @@ class Task(L.LightningModule):
     # ---- the steps ---------------------------------------------------------------------
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        loss, size = self.loss(batch), batch_size(batch)
+        loss, size = self.loss(batch), examples_in(batch)
         self.log("train/loss", loss, prog_bar=True, batch_size=size)
         return loss * size if self.summed_loss else loss
 
@@ -260,11 +267,12 @@ class Task(L.LightningModule):
 
     def check_vocab_size(self, size: int, name: str = "vocab_size") -> None:
         """``ValueError`` unless the model's vocabulary ``size`` (its argument ``name``) equals
-        the size of the DataModule's ``vocab`` (when the DataModule has one)."""
-        vocab = getattr(getattr(self.trainer, "datamodule", None), "vocab", None)
-        if vocab is not None and len(vocab) != size:
+        the size of the set-up DataModule's ``vocab`` (a :class:`VocabularyData`; nothing
+        without a DataModule)."""
+        data: VocabularyData | None = self.trainer.datamodule
+        if data is not None and len(data.vocab) != size:
             raise ValueError(
-                f"the model's {name} is {size} but the data's vocabulary has {len(vocab)} "
+                f"the model's {name} is {size} but the data's vocabulary has {len(data.vocab)} "
                 "symbols: a checkpoint or configuration made for other data"
             )
 

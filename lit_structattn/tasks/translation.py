@@ -288,11 +288,11 @@ class TranslationTask(Task):
         """REP and DROP of the test ``hypotheses`` of ``batch``, on the data's words."""
         subwords = self.data.subwords
         pairs = [self.data.datasets["test"].pairs[i] for i in batch["index"].tolist()]
-        sources = [subwords.words(s, subwords.src_lang) for s, _ in pairs]
         references = [subwords.words(t, subwords.tgt_lang) for _, t in pairs]
         words = [subwords.words(h, subwords.tgt_lang) for h in hypotheses]
         metrics["rep"].update(batch["index"], words, references)
         if "drop" in metrics:
+            sources = [subwords.words(s, subwords.src_lang) for s, _ in pairs]
             metrics["drop"].update(batch["index"], sources, references, words)
 
     def _penalty_candidates(self, batch: dict[str, torch.Tensor]) -> list[tuple[str, ...]]:
