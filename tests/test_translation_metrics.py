@@ -141,7 +141,8 @@ def test_drop_score_aligns_with_its_context_once():
     drop = DropScore(iterations=3, context=lambda: context)
     for batch in batches(sources * 2, references * 2, hypotheses * 2):
         drop.update(*batch)
-    with mock.patch("lit_structattn.metrics.translation.align", side_effect=monotone_links) as align:
+    aligner = "lit_structattn.metrics.translation.align"
+    with mock.patch(aligner, side_effect=monotone_links) as align:
         value = drop.compute()
     assert align.call_count == 1 and align.call_args.args[1] == 3
     assert align.call_args.args[0][:1] == context
