@@ -89,7 +89,7 @@ NEEDLE = ["--config", str(CONFIGS / "demo" / "needle.yaml"), "--data.init_args.n
 
 @pytest.mark.slow
 def test_needle_classifier(tmp_path):
-    assert_one_and_two_processes_agree(NEEDLE, tmp_path, "val/acc")
+    assert_one_and_two_processes_agree(NEEDLE, tmp_path, "val/accuracy")
 
 
 def test_tree_transduction(tmp_path):
@@ -120,7 +120,7 @@ def test_ddp_over_every_gpu(tmp_path):
     (checkpoint,) = (tmp_path / "fit").rglob("*.ckpt")
     one = evaluated_metrics(NEEDLE, checkpoint, tmp_path / "one", 1, "cuda")
     every = evaluated_metrics(NEEDLE, checkpoint, tmp_path / "every", gpus, "cuda")
-    assert "val/acc" in one and set(one) == set(every)
+    assert "val/accuracy" in one and set(one) == set(every)
     assert all(every[key] == pytest.approx(value, rel=1e-6) for key, value in one.items())
 
 

@@ -68,7 +68,8 @@ def test_fit_test_predict_nef(tmp_path):
     assert tagger["affix_vocab_size"] == encoder.prefix_embedding.num_embeddings > 2
     assert tagger["num_tags"] == loaded.model.num_tags == len(hparams["tag_names"])
     assert hparams["tag_names"][0] == "<pad>" and "VERB" in hparams["tag_names"]
-    assert loaded.tag_names == hparams["tag_names"] and "test_first_verb" in loaded.metrics
+    assert loaded.tag_names == hparams["tag_names"]
+    assert "first_step_on_verb" in loaded.metrics["test"]
 
     test = structattn("test", *tiny(tmp_path, "nef_f_csoftmax"), "--ckpt_path", "best",
                       cwd=tmp_path)

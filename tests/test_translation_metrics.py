@@ -1,12 +1,27 @@
 """REP, DROP, BLEU and chrF on hand-computed examples; the DROP score's word alignments on a
-generated corpus."""
+generated corpus; the scores as metric objects, updated batch by batch in any order, equal to
+the functions of the ordered corpus."""
 
 from __future__ import annotations
 
+import math
+from unittest import mock
+
 import pytest
+import torch
 
 from lit_structattn.datamodules.translation import read_parallel
-from lit_structattn.metrics.translation import bleu_chrf, drop_alignments, drop_score, rep_score
+from lit_structattn.metrics.translation import (
+    BleuChrf,
+    BleuPerSetting,
+    DropScore,
+    RepScore,
+    TokenPerplexity,
+    bleu_chrf,
+    drop_alignments,
+    drop_score,
+    rep_score,
+)
 
 from .translation_corpus import write_corpus
 
@@ -71,3 +86,73 @@ def test_drop_alignments_link_sources_to_references_and_hypotheses(tmp_path):
     assert drop_score(to_reference[20:], to_hypothesis[20:]) == 100
     with pytest.raises(ValueError, match="39 hypotheses/alignments but 40 references"):
         drop_alignments(words, sources, references, hypotheses[1:])
+
+
+REFERENCES = ["A man rides a horse.", "Two dogs run in the park.", "A woman reads.",
+              "The children play football on the beach."]
+HYPOTHESES = ["A man rides a horse.", "Two dogs run in a park park .", "A woman is reading.",
+              "The children play on the beach beach ."]
+
+
+def batches(*columns: list) -> list[tuple]:
+    """The examples in two batches, out of order, the last shard padded with a repeat (as a
+    DistributedSampler pads): ``(indices, *columns)`` each."""
+    order = [[2, 0], [3, 1, 3]]
+    return [(torch.tensor(part), *([column[i] for i in part] for column in columns))
+            for part in order]
+
+
+def test_corpus_metrics_score_the_ordered_corpus_once_per_example():
+    bleu, rep = BleuChrf(), RepScore()
+    words = [[w.lower() for w in h.split()] for h in HYPOTHESES]
+    reference_words = [[w.lower() for w in r.split()] for r in REFERENCES]
+    for batch in batches(HYPOTHESES, REFERENCES):
+        bleu.update(*batch)
+    for batch in batches(words, reference_words):
+        rep.update(*batch)
+    expected = bleu_chrf(HYPOTHESES, REFERENCES)
+    assert bleu.compute() == {"bleu": expected["bleu"], "chrf": expected["chrf"]}
+    assert bleu.signatures == {"BLEU": expected["bleu_signature"],
+                               "chrF": expected["chrf_signature"]}
+    assert rep.compute() == rep_score(words, reference_words) > 0
+    bleu.reset()
+    with pytest.raises(ValueError, match="no example to score"):
+        bleu.compute()
+
+
+def test_bleu_per_setting_scores_each_setting():
+    search = BleuPerSetting()
+    candidates = list(zip(HYPOTHESES, REFERENCES, strict=True))  # setting 1: the references
+    for batch in batches(REFERENCES, candidates):
+        search.update(*batch)
+    worse, perfect = search.compute()
+    assert worse == bleu_chrf(HYPOTHESES, REFERENCES)["bleu"] < perfect == pytest.approx(100)
+
+
+def test_drop_score_aligns_with_its_context_once():
+    """The aligner reads the context and the test pairs in one run (here a deterministic
+    stand-in for eflomal), called when the score is computed."""
+    from tests.golden import monotone_links
+
+    sources = [["ein", "mann", "reitet"], ["zwei", "hunde"]]
+    references = [["a", "man", "rides"], ["two", "dogs"]]
+    hypotheses = [["a", "man", "rides"], []]
+    context = [(["der", "park"], ["the", "park"])]
+    drop = DropScore(iterations=3, context=lambda: context)
+    for batch in batches(sources * 2, references * 2, hypotheses * 2):
+        drop.update(*batch)
+    aligner = "lit_structattn.metrics.translation.align"
+    with mock.patch(aligner, side_effect=monotone_links) as align:
+        value = drop.compute()
+    assert align.call_count == 1 and align.call_args.args[1] == 3
+    assert align.call_args.args[0][:1] == context
+    assert value == pytest.approx(100 * 4 / 10)  # the empty hypotheses of 2 + 2 words
+
+
+def test_token_perplexity_is_the_exponential_of_the_token_weighted_mean():
+    perplexity = TokenPerplexity()
+    perplexity.update(torch.tensor(2.0), weight=torch.tensor(3))
+    perplexity.update(torch.tensor(1.0), weight=1)
+    assert float(perplexity.compute()) == pytest.approx(math.exp(7 / 4))
+    perplexity.update(torch.tensor(80.0), weight=100)
+    assert float(perplexity.compute()) == pytest.approx(math.exp(50))

@@ -56,8 +56,8 @@ def test_two_nodes_fit_like_one_process(tmp_path):
     (checkpoint,) = root.rglob("*.ckpt")
     with (root / "lightning_logs" / "version_0" / "metrics.csv").open() as lines:
         (fitted,) = [{key: float(value) for key, value in row.items() if value}
-                     for row in csv.DictReader(lines) if row.get("val/acc")]
+                     for row in csv.DictReader(lines) if row.get("val/accuracy")]
     one = evaluated_metrics(NEEDLE, checkpoint, tmp_path / "one", 1)
-    assert {"val/acc", "val/loss"} <= set(one)
-    for key in ("val/acc", "val/loss"):
+    assert {"val/accuracy", "val/loss"} <= set(one)
+    for key in ("val/accuracy", "val/loss"):
         assert fitted[key] == pytest.approx(one[key], rel=1e-6), (key, fitted, one)

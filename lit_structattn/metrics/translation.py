@@ -1,20 +1,34 @@
 """Corpus-level translation metrics of Malaviya et al. (2018), §5: sacreBLEU and chrF (with their
 signatures), the REP score (repetitions) and the DROP score (dropped source words), with the
 word alignments the DROP score needs (:func:`drop_alignments`, eflomal through
-:func:`lit_structattn.datamodules.alignment.align`).
+:func:`lit_structattn.datamodules.alignment.align`), and the perplexity of a token-level NLL.
 
-These score whole corpora of finished translations (lists of strings or token lists), so they
-are plain functions, run once on rank 0 after decoding, not torchmetrics states.
+The scores read whole corpora of finished translations (strings or word lists): as functions
+(:func:`bleu_chrf`, :func:`rep_score`, :func:`drop_score`) and as torchmetrics ``Metric``
+objects that a task updates batch by batch like its other metrics (:class:`BleuChrf`,
+:class:`RepScore`, :class:`DropScore`, :class:`BleuPerSetting`). Their state is the corpus
+itself, Python objects rather than tensors: a :class:`CorpusScore` keeps one row per example
+(its position in the split and what the score reads of it), gathers the rows of every DDP
+process when it computes (one row per position: a padded shard's repeats fold together), and
+scores them in the split's order on the first process, which sends the result to the others
+(the DROP aligner, whose sampler cannot be seeded, runs once and every process logs its value).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import torch
+from torchmetrics import MeanMetric, Metric
 
 from ..datamodules.alignment import Links, align
 
-__all__ = ["bleu_chrf", "drop_alignments", "drop_score", "rep_score"]
+__all__ = ["BleuChrf", "BleuPerSetting", "CorpusScore", "DropScore", "RepScore", "TokenPerplexity",
+           "bleu_chrf", "drop_alignments", "drop_score", "rep_score"]
+
+Words = Sequence[str]
 
 Alignment = Iterable[tuple[int, int]]  # (source index, target index) links
 
@@ -125,3 +139,137 @@ def drop_alignments(
 def _check_same_length(a: Sequence, b: Sequence) -> None:
     if len(a) != len(b):
         raise ValueError(f"{len(a)} hypotheses/alignments but {len(b)} references")
+
+
+# ---- the scores as metric objects ----------------------------------------------------------
+
+def _distributed() -> bool:
+    return torch.distributed.is_available() and torch.distributed.is_initialized()
+
+
+def _everyones(rows: list) -> list:
+    """The ``rows`` of every process, concatenated (``rows`` itself without torch.distributed)."""
+    if not _distributed():
+        return rows
+    everyone: list[list] = [[] for _ in range(torch.distributed.get_world_size())]
+    torch.distributed.all_gather_object(everyone, rows)
+    return [row for part in everyone for row in part]
+
+
+def _on_first_process(compute: Callable[[], Any]) -> Any:
+    """What ``compute()`` returns, computed by the first process and sent to the others."""
+    if not _distributed():
+        return compute()
+    result = [compute() if torch.distributed.get_rank() == 0 else None]
+    torch.distributed.broadcast_object_list(result, src=0)
+    return result[0]
+
+
+class CorpusScore(Metric):
+    """A score of a whole corpus of outputs, batch by batch: ``update(indices [B], *columns)``
+    keeps, for every example of the batch, its position in the split and its item of each
+    column (strings, word lists: whatever :meth:`score` reads); ``compute()`` is :meth:`score`
+    of the columns of every process, one row per position, in the split's order (see the
+    module's docstring). The rows are not torchmetrics states (which must be tensors):
+    :meth:`corpus` gathers them itself, and :meth:`reset` empties them."""
+
+    is_differentiable, higher_is_better, full_state_update = False, True, False
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(sync_on_compute=False, **kwargs)  # corpus() gathers the rows
+        self.rows: list[tuple] = []
+
+    def update(self, indices: torch.Tensor, *columns: Sequence) -> None:
+        """``indices [B]``: the examples' positions in the split; ``columns``: one sequence of
+        ``B`` items each."""
+        self.rows.extend(zip(indices.tolist(), *columns, strict=True))
+
+    def corpus(self) -> list[tuple]:
+        """The columns of every process's rows, one row per position, in position order (a
+        collective call under DDP: every process makes it)."""
+        ordered = dict(sorted(((row[0], row[1:]) for row in _everyones(self.rows)),
+                              key=lambda item: item[0]))
+        if not ordered:
+            raise ValueError(f"{type(self).__name__}: no example to score (no update)")
+        return [list(column) for column in zip(*ordered.values(), strict=True)]
+
+    def compute(self) -> Any:
+        columns = self.corpus()
+        return _on_first_process(lambda: self.score(*columns))
+
+    def score(self, *columns: list) -> Any:
+        """The score of the whole corpus's ``columns`` (each in position order)."""
+        raise NotImplementedError
+
+    def reset(self) -> None:
+        super().reset()
+        self.rows = []
+
+
+class BleuChrf(CorpusScore):
+    """Corpus BLEU and chrF of detokenized translations (:func:`bleu_chrf`):
+    ``update(indices [B], hypotheses, references)`` (strings); ``compute()`` ->
+    ``{"bleu", "chrf"}``. :attr:`signatures`: sacreBLEU's, to report with the scores."""
+
+    def score(self, hypotheses: list[str], references: list[str]) -> dict[str, float]:
+        scores = bleu_chrf(hypotheses, references)
+        return {"bleu": scores["bleu"], "chrf": scores["chrf"]}
+
+    @property
+    def signatures(self) -> dict[str, str]:
+        """``{"BLEU": ..., "chrF": ...}``: sacreBLEU's signatures of the two scores."""
+        scores = bleu_chrf(["."], ["."])  # a signature names the options and one reference
+        return {"BLEU": scores["bleu_signature"], "chrF": scores["chrf_signature"]}
+
+
+class BleuPerSetting(CorpusScore):
+    """The BLEU of several settings' translations of the same sentences (say, the final beams
+    ranked under each point of a grid of penalties): ``update(indices [B], references,
+    candidates)``, ``candidates[b]`` the translations of sentence ``b``, one per setting;
+    ``compute()`` -> the BLEU of every setting, in their order."""
+
+    def score(self, references: list[str], candidates: list[Sequence[str]]) -> list[float]:
+        return [bleu_chrf(list(translations), references)["bleu"]
+                for translations in zip(*candidates, strict=True)]
+
+
+class RepScore(CorpusScore):
+    """The REP score (:func:`rep_score`): ``update(indices [B], hypotheses, references)``, each
+    a word list per sentence."""
+
+    def score(self, hypotheses: list[Words], references: list[Words]) -> float:
+        return rep_score(hypotheses, references)
+
+
+class DropScore(CorpusScore):
+    """The DROP score (:func:`drop_score` of :func:`drop_alignments`):
+    ``update(indices [B], sources, references, hypotheses)``, each a word list per sentence.
+
+    Args:
+        iterations: the aligner's (None: eflomal's default).
+        context: gives the further sentence pairs the aligner reads with the test pairs (the
+            training corpus, as word lists), called when the score is computed, on the first
+            process only.
+
+    Both are attributes of the same names, which a task whose data comes later (at its
+    set-up) gives then.
+    """
+
+    def __init__(self, iterations: int | None = None,
+                 context: Callable[[], Sequence[tuple[Words, Words]]] = tuple, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.iterations, self.context = iterations, context
+
+    def score(self, sources: list[Words], references: list[Words],
+              hypotheses: list[Words]) -> float:
+        return drop_score(*drop_alignments(self.context(), sources, references, hypotheses,
+                                           self.iterations))
+
+
+class TokenPerplexity(MeanMetric):
+    """The perplexity of a token-level NLL: ``update(nll, weight=tokens)`` with a batch's mean
+    NLL per target token and its number of tokens; ``compute()`` -> ``exp(mean NLL)`` over all
+    the tokens (the mean capped at 50, where the exponential is astronomical anyway)."""
+
+    def compute(self) -> torch.Tensor:
+        return super().compute().clamp(max=50.0).exp()

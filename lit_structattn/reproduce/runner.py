@@ -169,10 +169,13 @@ def device_summary(trainer) -> str:
 
 
 def _best_validation(trainer, key: str) -> dict[str, float]:
-    """``{key: best score}`` of the run's ModelCheckpoint monitoring ``key`` (empty if none
-    recorded one, e.g. a run that only tested)."""
+    """``{key: best score}`` of the run's ModelCheckpoint monitoring ``key``, or ``val/score``
+    when ``key`` is the task's headline metric, which it logs as ``val/score`` too (empty if
+    none recorded one, e.g. a run that only tested)."""
+    headline = key == f"val/{trainer.lightning_module.score_name}"
+    monitored = {key, "val/score"} if headline else {key}
     scores = [c.best_model_score for c in trainer.checkpoint_callbacks
-              if c.monitor == key and c.best_model_score is not None]
+              if c.monitor in monitored and c.best_model_score is not None]
     return {key: float(scores[0])} if scores else {}
 
 

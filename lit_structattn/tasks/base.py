@@ -1,22 +1,33 @@
-"""What every LightningModule of the project shares: its optimizer and schedule given as
-callables (``class_path`` in a config), clear errors for a checkpoint that was trained with
-another configuration and for a vocabulary size that does not fit the data, and predictions on
-raw text from a checkpoint alone (the data's :class:`~lit_structattn.common.codec.TextCodec`
-travels in every checkpoint)."""
+"""What every LightningModule of the project shares: one skeleton of steps and metrics, its
+optimizer and schedule given as callables (``class_path`` in a config), clear errors for a
+checkpoint that was trained with another configuration and for a vocabulary size that does not
+fit the data, and predictions on raw text from a checkpoint alone (the data's
+:class:`~lit_structattn.common.codec.TextCodec` travels in every checkpoint).
+
+The skeleton (:class:`Task`): the task owns the training, validation, test and predict steps and
+one set of metrics per evaluation split, and logs them under one naming: ``train/loss``,
+``val/loss``, ``{split}/<metric>`` and ``{split}/score``, the family's headline metric again,
+which the shared checkpointing of ``configs/callbacks.yaml`` monitors. A family supplies what
+differs: :meth:`~Task.loss` (the training objective of a batch), :meth:`~Task.evaluate` (a
+batch's evaluation: it updates the split's metrics and returns the validation loss),
+:meth:`~Task.records` (JSON-ready predictions) and, once in its constructor, its metrics
+(:meth:`~Task.declare_metrics`).
+"""
 
 from __future__ import annotations
 
 import inspect
+import math
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Sized
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import lightning as L
 import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from lightning.pytorch.utilities import move_data_to_device
-from torchmetrics import MeanMetric
+from torchmetrics import MeanMetric, Metric
 
 from ..common.codec import (
     CODEC_KEY,
@@ -36,9 +47,37 @@ from .upgrade import upgrade_hyperparameters, upgraded_checkpoint
 # apply.
 warnings.filterwarnings("ignore", message=r"Attribute '\w+' is an instance of `nn.Module`")
 
+#: The evaluation splits, each with its own copy of a task's metrics.
+SPLITS = ("val", "test")
+
+
+@runtime_checkable
+class TaskData(Protocol):
+    """What every task reads of its DataModule, when it has one: the codec of its raw text
+    (kept in checkpoints). Every DataModule of :mod:`lit_structattn.datamodules` is one."""
+
+    def text_codec(self) -> TextCodec: ...
+
+
+class VocabularyData(Protocol):
+    """A DataModule whose inputs are ids of one vocabulary, ``vocab`` once set up (what
+    :meth:`Task.check_vocab_size` reads)."""
+
+    vocab: Sized
+
+
+def examples_in(batch: Mapping[str, torch.Tensor]) -> int:
+    """The number of examples of ``batch`` (a dict of tensors, batch first)."""
+    return len(next(iter(batch.values())))
+
 
 class Task(L.LightningModule):
-    """Base of the project's LightningModules.
+    """Base of the project's LightningModules: the steps, the metrics of every split and their
+    logging (see the module's docstring).
+
+    A family subclass declares its metrics once in its constructor
+    (:meth:`declare_metrics`), and defines :meth:`loss`, :meth:`evaluate` and :meth:`records`;
+    it may add to :attr:`report_notes`.
 
     Loading a checkpoint (``--ckpt_path`` in ``fit``/``test``/``predict``) whose weights do not
     fit the configured model raises a ``ValueError`` naming the hyper-parameters that differ,
@@ -58,12 +97,101 @@ class Task(L.LightningModule):
             rate.
     """
 
+    #: Whether the training objective is :meth:`loss` summed over the batch's examples instead
+    #: of their mean (the memory networks' convention, which their learning rate goes with);
+    #: ``train/loss`` logs the mean either way.
+    summed_loss: ClassVar[bool] = False
+
     def __init__(self, optimizer: OptimizerCallable,
                  lr_scheduler: LRSchedulerCallable | None = None) -> None:
         super().__init__()
         self.optimizer, self.lr_scheduler = optimizer, lr_scheduler
         self._codec: TextCodec | None = None
         self.validation_loss = MeanMetric()
+        self.metrics = torch.nn.ModuleDict()
+        self.score_name = ""
+
+    # ---- what a family supplies ----------------------------------------------------------
+
+    def declare_metrics(self, score: str, metrics: Mapping[str, Metric],
+                        test_only: Mapping[str, Metric] | None = None) -> None:
+        """The family's metrics, once: ``self.metrics[split][name]`` is a copy of
+        ``metrics[name]`` for every split of :data:`SPLITS`, with ``test_only`` added to the
+        test split's. At the end of a split's epoch, each metric's ``compute()`` is logged as
+        ``{split}/<name>``, or, when it gives a mapping, each of its items as
+        ``{split}/<key>`` (values that are NaN, measured on nothing, are left out); ``score``,
+        one of these names, is the headline metric, logged again as ``{split}/score``."""
+        self.score_name = score
+        self.metrics = torch.nn.ModuleDict({
+            split: torch.nn.ModuleDict({
+                **{name: metric.clone() for name, metric in metrics.items()},
+                **(dict(test_only or {}) if split == "test" else {}),
+            }) for split in SPLITS
+        })
+
+    def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The training objective of ``batch``: a 0-dim mean over its examples or target
+        tokens (summed by :meth:`training_step` with :attr:`summed_loss`)."""
+        raise NotImplementedError(f"{type(self).__name__} defines no loss")
+
+    def evaluate(self, batch: dict[str, torch.Tensor], split: str
+                 ) -> tuple[torch.Tensor, int | torch.Tensor]:
+        """Evaluate ``batch`` of ``split`` (``val`` or ``test``): update
+        ``self.metrics[split]`` with it, and return its validation loss as ``(mean, count)``,
+        the mean over ``count`` items (see :meth:`log_validation_loss`)."""
+        raise NotImplementedError(f"{type(self).__name__} defines no evaluation")
+
+    @property
+    def report_notes(self) -> dict[str, str]:
+        """What a reproduction report prints under its table about this task's run, label ->
+        text (the settings the run chose or was given that the table's note does not say, the
+        scores' signatures); read after the test. A family adds its own to its parent's."""
+        return {}
+
+    # ---- the steps ---------------------------------------------------------------------
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        loss, size = self.loss(batch), examples_in(batch)
+        self.log("train/loss", loss, prog_bar=True, batch_size=size)
+        return loss * size if self.summed_loss else loss
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        self.log_validation_loss(*self.evaluate(batch, "val"))
+
+    def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        self.evaluate(batch, "test")
+
+    def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> list[dict]:
+        """:meth:`records` of a batch of the DataModule's predict split."""
+        return self.records(batch)
+
+    def on_validation_epoch_end(self) -> None:
+        self.log_metrics("val")
+
+    def on_test_epoch_end(self) -> None:
+        self.log_metrics("test")
+
+    def log_metrics(self, split: str) -> dict[str, Any]:
+        """Compute, log and reset the metrics of ``split`` (see :meth:`declare_metrics`);
+        returns the values by name. Every DDP process calls it (the metrics sync there)."""
+        values: dict[str, Any] = {}
+        for name, metric in self.metrics[split].items():
+            value = metric.compute()
+            metric.reset()
+            values.update(value if isinstance(value, Mapping) else {name: value})
+        if self.score_name not in values:
+            raise KeyError(f"{type(self).__name__}'s score {self.score_name!r} is none of its "
+                           f"metrics: {', '.join(values)}")
+        for name, value in values.items():
+            if name == self.score_name or not math.isnan(float(value)):
+                self._log_synced(f"{split}/{name}", value, prog_bar=name == self.score_name)
+        self._log_synced(f"{split}/score", values[self.score_name])
+        return values
+
+    def _log_synced(self, name: str, value: Any, prog_bar: bool = False) -> None:
+        """Log ``value``, which every DDP process holds the same of (a metric computes in sync):
+        Lightning's sync by ``max`` keeps it exactly, and knows it is synced."""
+        self.log(name, value, prog_bar=prog_bar, sync_dist=True, reduce_fx="max")
 
     def log_validation_loss(self, loss: torch.Tensor, count: int | torch.Tensor) -> None:
         """Log ``val/loss``: the batch's ``loss``, a mean over ``count`` items (what the loss
@@ -82,7 +210,7 @@ class Task(L.LightningModule):
         loaded checkpoint carried. ``RuntimeError`` when there is neither."""
         if self._codec is None:
             data = self._trainer.datamodule if self._trainer is not None else None
-            if data is not None and hasattr(data, "text_codec"):
+            if isinstance(data, TaskData):
                 self._codec = data.text_codec()
         if self._codec is None:
             raise RuntimeError(
@@ -118,9 +246,11 @@ class Task(L.LightningModule):
             self.train(was_training)
         return records
 
-    def records(self, batch: dict[str, torch.Tensor], examples: Sequence) -> list[dict]:
+    def records(self, batch: dict[str, torch.Tensor], examples: Sequence | None = None
+                ) -> list[dict]:
         """The JSON-ready prediction of every example of ``batch`` (``examples``: the parsed
-        raw examples it was made of); each family defines it."""
+        raw examples it was made of; None for a batch of the DataModule's); each family
+        defines it."""
         raise NotImplementedError(f"{type(self).__name__} does not predict on raw text")
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
@@ -138,11 +268,12 @@ class Task(L.LightningModule):
 
     def check_vocab_size(self, size: int, name: str = "vocab_size") -> None:
         """``ValueError`` unless the model's vocabulary ``size`` (its argument ``name``) equals
-        the size of the DataModule's ``vocab`` (when the DataModule has one)."""
-        vocab = getattr(getattr(self.trainer, "datamodule", None), "vocab", None)
-        if vocab is not None and len(vocab) != size:
+        the size of the set-up DataModule's ``vocab`` (a :class:`VocabularyData`; nothing
+        without a DataModule)."""
+        data: VocabularyData | None = self.trainer.datamodule
+        if data is not None and len(data.vocab) != size:
             raise ValueError(
-                f"the model's {name} is {size} but the data's vocabulary has {len(vocab)} "
+                f"the model's {name} is {size} but the data's vocabulary has {len(data.vocab)} "
                 "symbols: a checkpoint or configuration made for other data"
             )
 

@@ -18,7 +18,8 @@ class SequenceClassifier(Task):
     """Trains :class:`~lit_structattn.models.pooling.AttentionPoolingClassifier`.
 
     Batches: ``tokens [B, T]``, ``lengths [B]``, ``labels [B]``. Logs ``train/loss``,
-    ``val/loss``, ``val/acc``, ``test/acc`` (accuracy synced across processes by torchmetrics).
+    ``val/loss`` and ``{val,test}/accuracy`` (synced across processes by torchmetrics), the
+    score.
 
     Args:
         model: the classifier; its ``vocab_size`` and ``num_classes`` come from the data
@@ -36,34 +37,19 @@ class SequenceClassifier(Task):
         self.save_hyperparameters()
         self.model = model
         classes = model.output.out_features
-        self.accuracy = torch.nn.ModuleDict(
-            {split: MulticlassAccuracy(classes, average="micro") for split in ("val", "test")}
-        )
+        self.declare_metrics("accuracy", {"accuracy": MulticlassAccuracy(classes, average="micro")})
 
     def forward(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """``(logits [B, C], attention [B, T])``."""
         return self.model(batch["tokens"], batch["lengths"])
 
-    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+    def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return F.cross_entropy(self(batch)[0], batch["labels"])
+
+    def evaluate(self, batch: dict[str, torch.Tensor], split: str) -> tuple[torch.Tensor, int]:
         logits, _ = self(batch)
-        loss = F.cross_entropy(logits, batch["labels"])
-        self.log("train/loss", loss, prog_bar=True, batch_size=len(logits))
-        return loss
-
-    def _evaluate(self, batch: dict[str, torch.Tensor], split: str) -> None:
-        logits, _ = self(batch)
-        metric = self.accuracy[split]
-        metric(logits, batch["labels"])
-        self.log(f"{split}/acc", metric, prog_bar=True, batch_size=len(logits))
-        if split == "val":
-            loss = F.cross_entropy(logits, batch["labels"])
-            self.log_validation_loss(loss, len(logits))
-
-    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        self._evaluate(batch, "val")
-
-    def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        self._evaluate(batch, "test")
+        self.metrics[split]["accuracy"].update(logits, batch["labels"])
+        return F.cross_entropy(logits, batch["labels"]), len(logits)
 
     def classify(self, sequences: Sequence[str | Sequence[int]], batch_size: int = 32
                  ) -> list[dict]:
@@ -82,7 +68,3 @@ class SequenceClassifier(Task):
         return [{"tokens": batch["tokens"][b, :n].tolist(), "prediction": predictions[b],
                  "attention": rounded(attention[b, :n])}
                 for b, n in enumerate(batch["lengths"].tolist())]
-
-    def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> list[dict]:
-        """:meth:`records` of a batch of the DataModule's predict split."""
-        return self.records(batch)

@@ -34,7 +34,7 @@ class NLITask(Task):
     The paper: Adagrad (lr 0.05, initial accumulator 0.1, ``configs/nli/base.yaml``), weights
     from ``N(0, init_std^2)``; clip the gradient norm at 5 with ``trainer.gradient_clip_val``
     (A.5). A frozen parser (``hard_parent``) is left out of the optimizer. Logs ``train/loss``,
-    ``val/loss``, ``val/accuracy`` and ``test/accuracy``.
+    ``val/loss`` and ``{val,test}/accuracy``, the score.
 
     Args:
         model: the decomposable attention model: ``intra`` (``none``, ``simple``,
@@ -59,9 +59,8 @@ class NLITask(Task):
         self.save_hyperparameters()
         self.model = model
         classes = model.out.out_features
-        self.accuracy = torch.nn.ModuleDict(
-            {split: MulticlassAccuracy(classes, average="micro") for split in ("val", "test")})
-        self.report_notes: dict[str, str] = {}
+        self.declare_metrics("accuracy", {"accuracy": MulticlassAccuracy(classes, average="micro")})
+        self.parser_uas: dict[str, float] | None = None  # of the attached supervised parser
 
     def _parser_settings(self) -> dict:
         """The cache key of the supervised parser
@@ -107,10 +106,19 @@ class NLITask(Task):
         parser, parser_vocab = build_parser(record)
         model.attach_parser(parser, torch.tensor([parser_vocab.id(w.lower())
                                                   for w in data.vocab.tokens]))
-        uas = record["uas"]
-        self.report_notes["supervised parser"] = (
-            f"{self.hparams.parser_epochs} epoch(s) on UD English-EWT train, UAS dev "
-            f"{100 * uas['dev']:.1f} / test {100 * uas['test']:.1f}")
+        self.parser_uas = record["uas"]
+
+    @property
+    def report_notes(self) -> dict[str, str]:
+        """The supervised parser's training and accuracy, when the model has one from the
+        cache."""
+        notes = super().report_notes
+        if self.parser_uas is not None:
+            uas = self.parser_uas
+            notes["supervised parser"] = (
+                f"{self.hparams.parser_epochs} epoch(s) on UD English-EWT train, UAS dev "
+                f"{100 * uas['dev']:.1f} / test {100 * uas['test']:.1f}")
+        return notes
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         super().on_save_checkpoint(checkpoint)
@@ -132,25 +140,13 @@ class NLITask(Task):
         return self.model(batch["premise"], batch["premise_lengths"], batch["hypothesis"],
                           batch["hypothesis_lengths"])
 
-    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        loss = F.cross_entropy(self(batch).logits, batch["labels"])
-        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["labels"]))
-        return loss
+    def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return F.cross_entropy(self(batch).logits, batch["labels"])
 
-    def _evaluate(self, batch: dict[str, torch.Tensor], split: str) -> None:
-        logits, size = self(batch).logits, len(batch["labels"])
-        if split == "val":
-            loss = F.cross_entropy(logits, batch["labels"])
-            self.log_validation_loss(loss, size)
-        metric = self.accuracy[split]
-        metric(logits, batch["labels"])
-        self.log(f"{split}/accuracy", metric, prog_bar=True, batch_size=size)
-
-    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        self._evaluate(batch, "val")
-
-    def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        self._evaluate(batch, "test")
+    def evaluate(self, batch: dict[str, torch.Tensor], split: str) -> tuple[torch.Tensor, int]:
+        logits = self(batch).logits
+        self.metrics[split]["accuracy"].update(logits, batch["labels"])
+        return F.cross_entropy(logits, batch["labels"]), len(logits)
 
     def classify(self, premises: Sequence[str], hypotheses: Sequence[str],
                  batch_size: int = 32) -> list[dict]:
@@ -190,10 +186,6 @@ class NLITask(Task):
                 record["parents"] = rounded(output.premise_parents[b].T[1 : n + 1, : n + 1])
             records.append(record)
         return records
-
-    def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> list[dict]:
-        """:meth:`records` of a batch of the DataModule's predict split."""
-        return self.records(batch)
 
     @torch.no_grad()
     def attention_figures(self, batch: dict[str, torch.Tensor], vocab, limit: int) -> list:

@@ -3,7 +3,6 @@ per hop) against the unary and binary CRF attention over facts."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import torch
@@ -29,9 +28,9 @@ class QATask(Task):
     the first ``linear_start_epochs`` epochs (the mode is saved in checkpoints, so a checkpoint
     is evaluated as it was trained).
 
-    Logs ``train/loss`` (per question), ``val/loss``, ``val/accuracy``, ``val/fact_accuracy``,
-    ``test/accuracy`` and ``test/fact_accuracy`` (supporting-fact sequence accuracy; not logged
-    when every question belongs to ``fact_excluded_tasks``).
+    Logs ``train/loss`` (per question), ``val/loss``, ``{val,test}/accuracy`` (the score) and
+    ``{val,test}/fact_accuracy`` (supporting-fact sequence accuracy; not logged when every
+    question belongs to ``fact_excluded_tasks``).
 
     Args:
         model: the memory network: :class:`~lit_structattn.models.memory_network.MemN2N` (a
@@ -45,6 +44,8 @@ class QATask(Task):
         fact_excluded_tasks: tasks without supporting-fact accuracy (7 and 8 in the paper).
     """
 
+    summed_loss = True  # MemN2N's convention, which the learning rate 0.01 goes with
+
     def __init__(
         self, model: MemoryNetwork, optimizer: OptimizerCallable = torch.optim.SGD,
         lr_scheduler: LRSchedulerCallable | None = None, linear_start_epochs: int = 20,
@@ -53,16 +54,17 @@ class QATask(Task):
         super().__init__(optimizer, lr_scheduler)
         self.save_hyperparameters()
         self.model = model
-        self.accuracy = torch.nn.ModuleDict({s: MeanMetric() for s in ("val", "test")})
-        self.fact_accuracy = torch.nn.ModuleDict(
-            {s: FactSequenceAccuracy(fact_excluded_tasks) for s in ("val", "test")})
+        self.declare_metrics("accuracy", {
+            "accuracy": MeanMetric(),  # of the per-question hits
+            "fact_accuracy": FactSequenceAccuracy(fact_excluded_tasks)})
 
     def setup(self, stage: str) -> None:
         self.check_vocab_size(self.model.embeddings.vocab_size)
 
     @property
     def report_notes(self) -> dict[str, str]:
-        return {"hops (K)": str(self.model.embeddings.hops)}
+        """The number of hops, which the table sets per row."""
+        return {**super().report_notes, "hops (K)": str(self.model.embeddings.hops)}
 
     def forward(self, batch: dict[str, torch.Tensor]) -> MemoryOutput:
         return self.model(batch["story"], batch["story_lengths"], batch["sentence_lengths"],
@@ -72,39 +74,16 @@ class QATask(Task):
         self.model.embeddings.linear_start = (
             self.current_epoch < self.hparams.linear_start_epochs)
 
-    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        logits = self(batch).logits
-        loss = F.cross_entropy(logits, batch["answer"], reduction="sum")
-        self.log("train/loss", loss / len(logits), prog_bar=True, batch_size=len(logits))
-        return loss
+    def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The mean cross-entropy of the answers (trained on its sum: :attr:`summed_loss`)."""
+        return F.cross_entropy(self(batch).logits, batch["answer"])
 
-    def _evaluate(self, batch: dict[str, torch.Tensor], split: str) -> None:
+    def evaluate(self, batch: dict[str, torch.Tensor], split: str) -> tuple[torch.Tensor, int]:
         output = self(batch)
-        self.accuracy[split].update((output.logits.argmax(-1) == batch["answer"]).float())
-        self.log(f"{split}/accuracy", self.accuracy[split], prog_bar=True,
-                 batch_size=len(output.logits))
-        self.fact_accuracy[split].update(output.fact_sequence, batch["supports"], batch["task"])
-        if split == "val":
-            loss = F.cross_entropy(output.logits, batch["answer"])
-            self.log_validation_loss(loss, len(output.logits))
-
-    def _log_fact_accuracy(self, split: str) -> None:
-        value = self.fact_accuracy[split].compute()  # synced across processes
-        self.fact_accuracy[split].reset()
-        if not math.isnan(float(value)):
-            self.log(f"{split}/fact_accuracy", value)
-
-    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        self._evaluate(batch, "val")
-
-    def on_validation_epoch_end(self) -> None:
-        self._log_fact_accuracy("val")
-
-    def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        self._evaluate(batch, "test")
-
-    def on_test_epoch_end(self) -> None:
-        self._log_fact_accuracy("test")
+        metrics = self.metrics[split]
+        metrics["accuracy"].update((output.logits.argmax(-1) == batch["answer"]).float())
+        metrics["fact_accuracy"].update(output.fact_sequence, batch["supports"], batch["task"])
+        return F.cross_entropy(output.logits, batch["answer"]), len(output.logits)
 
     def answer(self, story: Sequence[str], questions: Sequence[str], batch_size: int = 32
                ) -> list[dict]:
@@ -148,10 +127,6 @@ class QATask(Task):
                 record["edge_marginals"] = rounded(output.edge_marginals[b, :, :n, :n])
             records.append(record)
         return records
-
-    def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> list[dict]:
-        """:meth:`records` of a batch of the DataModule's predict split."""
-        return self.records(batch)
 
     @torch.no_grad()
     def attention_figures(self, batch: dict[str, torch.Tensor], vocab, limit: int) -> list:

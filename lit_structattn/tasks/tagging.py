@@ -79,9 +79,10 @@ class TaggingTask(Task):
         self.tag_names = tag_names
         self.register_buffer("loss_weights", weights_by_id(tag_names, tag_weights),
                              persistent=False)
-        self.metrics = torch.nn.ModuleDict({split: self._metric() for split in ("val", "test")})
+        test_only = {}
         if "VERB" in tag_names and model.decoder is not None:  # UD POS: where does it start?
-            self.metrics["test_first_verb"] = FirstFocusShare(tag_names.index("VERB"))
+            test_only["first_step_on_verb"] = FirstFocusShare(tag_names.index("VERB"))
+        self.declare_metrics(metric, {metric: self._metric()}, test_only)
 
     def _metric(self) -> TokenAccuracy | EntityF1 | F1Mult:
         if self.hparams.metric == "accuracy":
@@ -117,37 +118,23 @@ class TaggingTask(Task):
         return self.model(batch["words"], batch["lengths"], batch["prefixes"], batch["suffixes"],
                           batch.get("aligned"), caps=batch["caps"])
 
-    def loss(self, outputs: EasyFirstOutput, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """The model's mean sentence loss of ``batch``'s gold tags, weighted by ``tag_weights``."""
+        return self._loss(self(batch), batch)
+
+    def _loss(self, outputs: EasyFirstOutput, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.model.loss(outputs, batch["tags"], batch["lengths"],
                                tag_weights=self.loss_weights)
 
-    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        loss = self.loss(self(batch), batch)
-        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["words"]))
-        return loss
-
-    def _evaluate(self, batch: dict[str, torch.Tensor], split: str) -> None:
+    def evaluate(self, batch: dict[str, torch.Tensor], split: str) -> tuple[torch.Tensor, int]:
         outputs = self(batch)
-        size = len(batch["words"])
-        if split == "val":
-            loss = self.loss(outputs, batch)
-            self.log_validation_loss(loss, size)
+        loss = self._loss(outputs, batch)
+        metrics = self.metrics[split]
         prediction = self.model.predict(outputs, batch["lengths"])
-        metric = self.metrics[split]
-        metric.update(prediction, batch["tags"], batch["lengths"])
-        self.log(f"{split}/{self.hparams.metric}", metric, prog_bar=True, batch_size=size)
-        self.log(f"{split}/score", metric, batch_size=size)  # the same, for generic monitoring
-        if split == "test" and "test_first_verb" in self.metrics:
-            first_verb = self.metrics["test_first_verb"]
-            first_verb.update(outputs.attention, batch["tags"], outputs.steps)
-            self.log("test/first_step_on_verb", first_verb, batch_size=size)
-
-    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        self._evaluate(batch, "val")
-
-    def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        self._evaluate(batch, "test")
+        metrics[self.hparams.metric].update(prediction, batch["tags"], batch["lengths"])
+        if "first_step_on_verb" in metrics:
+            metrics["first_step_on_verb"].update(outputs.attention, batch["tags"], outputs.steps)
+        return loss, len(batch["words"])
 
     # ------------------------------------------------------------------ predictions
 
@@ -171,10 +158,10 @@ class TaggingTask(Task):
                                               None if alignments is None else alignments[n]))
         return self.predict_examples(examples, batch_size)
 
-    def records(self, batch: dict[str, torch.Tensor], examples: Sequence[TaggedSentence]
-                ) -> list[dict]:
+    def records(self, batch: dict[str, torch.Tensor],
+                examples: Sequence[TaggedSentence] | None = None) -> list[dict]:
         """One JSON-ready record per sentence of ``batch`` (``examples``: its sentences, in
-        the batch's order):
+        the batch's order; None: the DataModule's test sentences at the batch's ``index``):
 
         - ``words``: the words as given (an unknown word too, not ``<unk>``); for word-level
           QE also ``source``, the source sentence's words;
@@ -184,6 +171,9 @@ class TaggingTask(Task):
         - with a CRF output layer, ``tag_names`` (the tags without the padding tag, ``K`` of
           them) and ``marginals [T, K]``: every word's marginal distribution over those tags.
         """
+        if examples is None:  # a batch of the DataModule's predict split: its test sentences
+            sentences = self.trainer.datamodule.datasets["test"].sentences
+            examples = [sentences[i] for i in batch["index"].tolist()]
         outputs = self(batch)
         lengths = batch["lengths"]
         prediction = self.model.predict(outputs, lengths).tolist()
@@ -206,11 +196,6 @@ class TaggingTask(Task):
                 record["marginals"] = rounded(marginals[b, :length])
             records.append(record)
         return records
-
-    def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> list[dict]:
-        """:meth:`records` of a batch of the DataModule's predict split (its test sentences)."""
-        sentences = self.trainer.datamodule.datasets["test"].sentences
-        return self.records(batch, [sentences[i] for i in batch["index"].tolist()])
 
     @torch.no_grad()
     def attention_figures(self, batch: dict[str, torch.Tensor], vocab, limit: int) -> list:

@@ -4,9 +4,9 @@ evaluation of :class:`~lit_structattn.models.seq2seq.Seq2Seq` on one shared voca
 Batches: ``src [B, S]``, ``src_lengths [B]``, ``tgt_in [B, T]`` (``<bos>`` + target),
 ``tgt_out [B, T]`` (target + ``<eos>``), ``tgt_lengths [B]`` and, for tree transduction,
 ``depth [B]``. Logs ``train/loss``, ``val/loss`` and, with ``metric="length_to_failure"``,
-``val/ltf`` (over all depths, greedy decoding) and ``test/ltf_d{depth}`` (beam search by
-default, as Kim et al.); with ``metric="exact_match"`` (morphological inflection)
-``val/accuracy`` and ``test/accuracy``.
+``{val,test}/ltf`` (over all depths, the score) and ``{val,test}/ltf_d{depth}``; with
+``metric="exact_match"`` (morphological inflection) ``{val,test}/accuracy``, the score.
+Validation decodes greedily, the test with beam search by default (as Kim et al.).
 """
 
 from __future__ import annotations
@@ -28,6 +28,15 @@ from .base import Task
 
 METRICS = ("length_to_failure", "exact_match")
 MetricName = Literal[METRICS]  # the names as the type of the constructor argument
+
+
+class LengthToFailureByDepth(LengthToFailure):
+    """:class:`~lit_structattn.metrics.LengthToFailure` by logged name: ``ltf`` over all
+    depths and ``ltf_d{depth}`` for every depth seen."""
+
+    def compute(self) -> dict[str, torch.Tensor]:
+        return {"ltf" if depth == "all" else f"ltf_d{depth}": value
+                for depth, value in super().compute().items()}
 
 
 class TransductionTask(Task):
@@ -61,25 +70,23 @@ class TransductionTask(Task):
         check_choice("metric", metric, METRICS)
         self.save_hyperparameters()
         self.model = model
-        self.metrics = torch.nn.ModuleDict({
-            split: LengthToFailure(max_depth) if metric == "length_to_failure" else ExactMatch()
-            for split in ("val", "test")
-        })
+        if metric == "length_to_failure":
+            self.declare_metrics("ltf", {"ltf": LengthToFailureByDepth(max_depth)})
+        else:
+            self.declare_metrics("accuracy", {"accuracy": ExactMatch()})
 
     def setup(self, stage: str) -> None:
         self.check_vocab_size(self.model.encoder.embed.num_embeddings)
 
-    def _loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.model.loss(batch["src"], batch["src_lengths"], batch["tgt_in"],
+                               batch["tgt_out"])
+
+    def token_nll(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """The validation loss: the mean token NLL of the model's deterministic output layer
         (for ``hard`` / ``sample_joint``: the one they decode with)."""
         logits, _, _ = self.model(batch["src"], batch["src_lengths"], batch["tgt_in"])
         return F.cross_entropy(logits.flatten(0, 1), batch["tgt_out"].flatten(), ignore_index=0)
-
-    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        loss = self.model.loss(batch["src"], batch["src_lengths"], batch["tgt_in"],
-                               batch["tgt_out"])
-        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["src"]))
-        return loss
 
     def decode(self, batch: dict[str, torch.Tensor], beam: int) -> torch.Tensor:
         """Predicted target ids ``[B, T']`` (greedy for ``beam == 1``), beam-joint keeping
@@ -90,34 +97,15 @@ class TransductionTask(Task):
             return self.model.greedy(*args, joint_k=joint_k)[0]
         return self.model.beam_search(*args, beam=beam, joint_k=joint_k)
 
-    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        self.log_validation_loss(self._loss(batch), (batch["tgt_out"] != 0).sum())
-        self._score(batch, "val", beam=1)
-
-    def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        self._score(batch, "test", beam=self.hparams.test_beam)
-
-    def _score(self, batch: dict[str, torch.Tensor], split: str, beam: int) -> None:
-        prediction = self.decode(batch, beam)
+    def evaluate(self, batch: dict[str, torch.Tensor], split: str
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Decodes greedily for validation, with ``test_beam`` for the test."""
+        loss = self.token_nll(batch)
+        prediction = self.decode(batch, beam=1 if split == "val" else self.hparams.test_beam)
         by_depth = (batch["depth"],) if self.hparams.metric == "length_to_failure" else ()
-        self.metrics[split].update(prediction, batch["tgt_out"], batch["tgt_lengths"], *by_depth)
-
-    def _log_metric(self, split: str) -> None:
-        scores = self.metrics[split].compute()
-        if self.hparams.metric == "exact_match":
-            self.log(f"{split}/accuracy", scores, prog_bar=True)
-            self.metrics[split].reset()
-            return
-        for depth, value in scores.items():
-            name = f"{split}/ltf" if depth == "all" else f"{split}/ltf_d{depth}"
-            self.log(name, value, prog_bar=depth == "all")
-        self.metrics[split].reset()
-
-    def on_validation_epoch_end(self) -> None:
-        self._log_metric("val")
-
-    def on_test_epoch_end(self) -> None:
-        self._log_metric("test")
+        self.metrics[split][self.score_name].update(prediction, batch["tgt_out"],
+                                                    batch["tgt_lengths"], *by_depth)
+        return loss, (batch["tgt_out"] != 0).sum()
 
     def transduce(self, sources: Sequence[str], batch_size: int = 32) -> list[dict]:
         """Greedy predictions for raw sources, one per line of the data's format (a prefix
@@ -145,10 +133,6 @@ class TransductionTask(Task):
                 record["parents"] = rounded(parents[b].T[1 : length + 1, : length + 1])
             records.append(record)
         return records
-
-    def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> list[dict]:
-        """:meth:`records` of a batch of the DataModule's predict split."""
-        return self.records(batch)
 
     def _greedy_and_parents(self, src: torch.Tensor, lengths: torch.Tensor
                             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:

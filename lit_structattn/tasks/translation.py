@@ -2,12 +2,13 @@
 :class:`~lit_structattn.models.seq2seq.Seq2Seq`, on the batches of
 :class:`~lit_structattn.datamodules.translation.TranslationDataModule`.
 
-Logs ``train/loss`` (label-smoothed), ``val/loss``, ``val/ppl``, ``val/bleu`` and ``val/chrf``
-(greedy decoding, every validation), and at test time (beam search) ``test/bleu``, ``test/chrf``,
-``test/rep``, ``test/drop`` and ``test/ppl``. The sacreBLEU signatures and, with
-``penalty_grid``, the COVPENALTY weights chosen on the validation set are kept in
-``report_notes`` (the reproduction runner prints them under its table) and written with the
-test translations to ``<log_dir>/test_translations.txt``.
+Logs ``train/loss`` (label-smoothed), ``val/loss``, ``val/ppl``, ``val/bleu`` (the score) and
+``val/chrf`` (greedy decoding, every validation), and at test time (beam search) ``test/bleu``
+(the score), ``test/chrf``, ``test/rep``, ``test/drop`` and ``test/ppl``; the test translations
+go to ``<log_dir>/test_translations.txt``. The sacreBLEU signatures and, with ``penalty_grid``,
+the COVPENALTY weights chosen on the validation set are the task's ``report_notes`` (the
+reproduction runner prints them under its table). What the task reads of its DataModule is
+:class:`TranslationData`.
 
 With the data's ``fertility_strategy: predicted`` the task trains the fertility predictor (once
 per corpus, cached; :mod:`lit_structattn.prepare.fertility`) in ``prepare_data`` and gives the
@@ -20,26 +21,33 @@ it.
 
 from __future__ import annotations
 
-import itertools
-import math
-from collections.abc import Sequence
-from functools import cached_property
+from collections.abc import Mapping, Sequence
+from functools import cached_property, partial
 from pathlib import Path
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
-from lightning.pytorch.utilities import rank_zero_info
-from torchmetrics import MeanMetric
+from lightning.pytorch.trainer.states import TrainerFn
+from lightning.pytorch.utilities import AttributeDict, rank_zero_info
 
 from ..common.constants import EOS
 from ..common.optional import optional_import
 from ..common.rounding import rounded
+from ..datamodules.subwords import Subwords
+from ..datamodules.translation import TranslationDataset
 from ..datamodules.vocabulary import content_ids
 from ..figures.plots import AttentionMap
-from ..metrics.translation import bleu_chrf, drop_alignments, drop_score, rep_score
+from ..metrics.translation import (
+    BleuChrf,
+    BleuPerSetting,
+    DropScore,
+    RepScore,
+    TokenPerplexity,
+)
 from ..models.fertility import FertilityPredictor
-from ..models.seq2seq import Seq2Seq
+from ..models.seq2seq import Beams, Seq2Seq
 from ..prepare.fertility import (
     give_predicted_fertilities,
     predictor_from_state,
@@ -48,13 +56,32 @@ from ..prepare.fertility import (
 from .base import Task
 
 
-def _gather(items: list) -> list:
-    """The items of every process, concatenated (a no-op without torch.distributed)."""
-    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
-        return items
-    everyone: list[list] = [[] for _ in range(torch.distributed.get_world_size())]
-    torch.distributed.all_gather_object(everyone, items)
-    return [item for part in everyone for item in part]
+class TranslationData(Protocol):
+    """What :class:`TranslationTask` reads of its DataModule
+    (:class:`~lit_structattn.datamodules.translation.TranslationDataModule` is one; the
+    fertility preparation of :mod:`lit_structattn.prepare.fertility` reads more of it)."""
+
+    subwords: Subwords  # once set up: sizes, detokenization, the words of a sentence
+    datasets: Mapping[str, TranslationDataset]  # once set up: the raw pairs of every split
+    hparams: AttributeDict  # aligner_iterations: the DROP aligner's
+
+    @property
+    def sink(self) -> bool: ...  # whether every source ends with <SINK>
+
+    @property
+    def awaits_fertilities(self) -> bool: ...  # PREDICTED fertilities not given yet
+
+    def detokenize(self, ids: Sequence[int] | torch.Tensor) -> str: ...
+
+    def references(self, split: str) -> list[str]: ...
+
+
+def word_pairs(data: TranslationData, split: str) -> list[tuple[list[str], list[str]]]:
+    """The pairs of ``split`` as word lists (the data's lowercased Moses tokens), what the DROP
+    aligner reads."""
+    words, subwords = data.subwords.words, data.subwords
+    return [(words(s, subwords.src_lang), words(t, subwords.tgt_lang))
+            for s, t in data.datasets[split].pairs]
 
 
 def repeated_positions(tokens: Sequence[str]) -> list[int]:
@@ -91,8 +118,10 @@ class TranslationTask(Task):
         length_penalty, alpha, coverage_penalty, min_attention: the final ranking of the beams
             (:func:`~lit_structattn.models.seq2seq.rescore`; ``wu`` + ``coverage_penalty`` =
             COVPENALTY).
-        penalty_grid: COVPENALTY with tuned weights: ``[alpha, beta]`` pairs tried on the
-            validation set before testing (Wu et al.'s length penalty); the best BLEU wins.
+        penalty_grid: COVPENALTY with tuned weights: ``[alpha, beta]`` pairs (Wu et al.'s
+            length penalty) tried on the validation set; the best BLEU wins. Every validation
+            then also ranks its final beams (``test_beam``) under each pair, and the test
+            validates first (:meth:`on_test_start`).
         drop_score: compute the DROP score at test time (one eflomal run over train + test).
     """
 
@@ -118,52 +147,68 @@ class TranslationTask(Task):
             optional_import("eflomal", "translation")
         self.save_hyperparameters()
         self.model = model
-        self.nll = torch.nn.ModuleDict({split: MeanMetric() for split in ("val", "test")})
+        self.declare_metrics("bleu", {"ppl": TokenPerplexity(), "sacrebleu": BleuChrf()},
+                             {"rep": RepScore(), **({"drop": DropScore()} if drop_score else {})})
         self.penalty = {"alpha": alpha, "length_penalty": length_penalty,
                         "coverage_penalty": coverage_penalty, "min_attention": min_attention}
-        self.report_notes: dict[str, str] = {}
-        self._outputs: list[tuple[int, str]] = []
+        # COVPENALTY: the BLEU of every (alpha, beta) of the grid on the validation set
+        self.penalty_search = BleuPerSetting() if penalty_grid else None
+        self.penalty_scores: dict[tuple[float, float], float] = {}
 
     # ---- set-up -------------------------------------------------------------------------
+
+    @property
+    def data(self) -> TranslationData:
+        """The trainer's DataModule (``RuntimeError`` without one: the task reads the data's
+        references, subwords and fertilities)."""
+        data = self.trainer.datamodule
+        if data is None:
+            raise RuntimeError(f"{type(self).__name__} needs a DataModule: "
+                               "trainer.fit/validate/test(task, datamodule=...)")
+        return data
 
     def prepare_data(self) -> None:
         """Lightning calls this in one process per node, after the data's ``prepare_data``
         (which set the data up) and before any process's ``setup``: train and cache the
         fertility predictor if the data awaits predicted fertilities and the cache has none."""
-        data = getattr(self.trainer, "datamodule", None)
-        if getattr(data, "awaits_fertilities", False):
+        data: TranslationData | None = self.trainer.datamodule
+        if data is not None and data.awaits_fertilities:
             train_fertility_predictor(data, self.hparams.predictor_epochs)
 
-    def give_fertilities(self, data) -> None:
+    def give_fertilities(self, data: TranslationData) -> None:
         """Give a set-up :class:`~lit_structattn.datamodules.translation.TranslationDataModule` that
         awaits predicted fertilities those of the cached predictor (trained first if missing); a
         no-op for other data. What :meth:`setup` does with the trainer's datamodule."""
-        if getattr(data, "awaits_fertilities", False):
+        if data.awaits_fertilities:
             give_predicted_fertilities(data, self.hparams.predictor_epochs)
 
     def setup(self, stage: str) -> None:
-        """Check the model's vocabulary sizes and ``sink`` against the set-up data, then give
-        it predicted fertilities if it awaits them (:meth:`give_fertilities`)."""
-        data = getattr(self.trainer, "datamodule", None)
-        subwords = getattr(data, "subwords", None)
-        if subwords is not None:
-            sizes = (("source", len(subwords), self.model.encoder.embed.num_embeddings),
-                     ("target", subwords.target_size, self.model.tgt_embed.num_embeddings))
-            for side, found, expected in sizes:
-                if found != expected:
-                    raise ValueError(
-                        f"the data's {side} vocabulary has {found} symbols, the model's "
-                        f"{expected}: " + ("sentencepiece stopped short of bpe_size on this "
-                                            f"corpus; set --data.init_args.bpe_size {found}"
-                                            if side == "source" else
-                                            "a checkpoint or configuration made for other data"))
-        data_sink = getattr(data, "sink", None)
-        if data_sink is not None and data_sink != self.model.sink:
+        """Check the model's vocabulary sizes and ``sink`` against the set-up data, give it
+        predicted fertilities if it awaits them (:meth:`give_fertilities`), and the DROP score
+        the training pairs to align with. Nothing without a DataModule."""
+        data: TranslationData | None = self.trainer.datamodule
+        if data is None:
+            return
+        sizes = (("source", len(data.subwords), self.model.encoder.embed.num_embeddings),
+                 ("target", data.subwords.target_size, self.model.tgt_embed.num_embeddings))
+        for side, found, expected in sizes:
+            if found != expected:
+                raise ValueError(
+                    f"the data's {side} vocabulary has {found} symbols, the model's "
+                    f"{expected}: " + ("sentencepiece stopped short of bpe_size on this "
+                                        f"corpus; set --data.init_args.bpe_size {found}"
+                                        if side == "source" else
+                                        "a checkpoint or configuration made for other data"))
+        if data.sink != self.model.sink:
             raise ValueError(
-                f"model sink={self.model.sink} but data.sink={data_sink}: the model's <SINK> "
+                f"model sink={self.model.sink} but data.sink={data.sink}: the model's <SINK> "
                 "handling needs the data to append the token (set both)"
             )
         self.give_fertilities(data)
+        if "drop" in self.metrics["test"]:
+            drop = self.metrics["test"]["drop"]
+            drop.context, drop.iterations = (partial(word_pairs, data, "train"),
+                                             data.hparams.aligner_iterations)
 
     # ---- training -----------------------------------------------------------------------
 
@@ -174,17 +219,16 @@ class TranslationTask(Task):
                                batch["tgt_out"], batch.get("fertility"),
                                label_smoothing=self.hparams.label_smoothing)
 
-    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        loss = self.loss(batch)
-        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["src"]))
-        return loss
-
-    def _update_nll(self, batch: dict[str, torch.Tensor], split: str) -> None:
-        """Accumulate the mean token NLL (for the loss and the perplexity)."""
+    def _update_nll(self, batch: dict[str, torch.Tensor], split: str
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The mean token NLL of ``batch`` and its number of target tokens (the validation
+        loss), accumulated in the perplexity of ``split``."""
         logits, _, _ = self.model(batch["src"], batch["src_lengths"], batch["tgt_in"],
                                   batch.get("fertility"), joint_k=self.hparams.test_joint_k)
         nll = F.cross_entropy(logits.flatten(0, 1), batch["tgt_out"].flatten(), ignore_index=0)
-        self.nll[split].update(nll, weight=int((batch["tgt_out"] != 0).sum()))
+        tokens = (batch["tgt_out"] != 0).sum()
+        self.metrics[split]["ppl"].update(nll, weight=tokens)
+        return nll, tokens
 
     # ---- decoding -----------------------------------------------------------------------
 
@@ -206,127 +250,114 @@ class TranslationTask(Task):
                                 beam=beam, fertility=batch.get("fertility"),
                                 joint_k=self.hparams.test_joint_k).best(**self.penalty)
 
-    def _collect(self, batch: dict[str, torch.Tensor], prediction: torch.Tensor) -> None:
-        detokenize = self.trainer.datamodule.detokenize
-        self._outputs += [(int(i), detokenize(row))
-                          for i, row in zip(batch["index"], prediction, strict=True)]
+    def final_beams(self, batch: dict[str, torch.Tensor]) -> Beams:
+        """The final beams of ``batch`` (beam search with ``test_beam``), to rank under any
+        penalty (:meth:`~lit_structattn.models.seq2seq.Beams.best`)."""
+        return self.model.beams(batch["src"], batch["src_lengths"], self._max_len(batch),
+                                beam=self.hparams.test_beam, fertility=batch.get("fertility"),
+                                joint_k=self.hparams.test_joint_k)
 
-    def _decoded(self) -> tuple[list[int], list[str]]:
-        """The positions and translations this epoch decoded in every process, in dataset
-        order (DDP pads the last shard by repeating examples: the repeats fold together)."""
-        ordered = dict(sorted(_gather(self._outputs)))
-        self._outputs = []
-        return list(ordered), list(ordered.values())
+    def detokenized(self, prediction: torch.Tensor) -> list[str]:
+        """The target-language text of every row of ``prediction [B, T']``."""
+        return [self.data.detokenize(row) for row in prediction]
 
-    # ---- validation ---------------------------------------------------------------------
+    # ---- evaluation ---------------------------------------------------------------------
 
-    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        self._update_nll(batch, "val")
-        self._collect(batch, self.decode(batch, beam=1))
+    def evaluate(self, batch: dict[str, torch.Tensor], split: str
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The perplexity, and the translations' scores: greedy for validation, beam search
+        (``test_beam``) ranked with the task's penalties for the test."""
+        nll_and_tokens = self._update_nll(batch, split)
+        metrics, index = self.metrics[split], batch["index"]
+        hypotheses = self.detokenized(
+            self.decode(batch, beam=1 if split == "val" else self.hparams.test_beam))
+        every_reference = self.data.references(split)
+        references = [every_reference[i] for i in index.tolist()]
+        metrics["sacrebleu"].update(index, hypotheses, references)
+        if split == "test":
+            self._update_word_scores(batch, hypotheses, metrics)
+        elif self.penalty_search is not None:
+            self.penalty_search.update(index, references, self._penalty_candidates(batch))
+        return nll_and_tokens
+
+    def _update_word_scores(self, batch: dict[str, torch.Tensor], hypotheses: list[str],
+                            metrics: Mapping) -> None:
+        """REP and DROP of the test ``hypotheses`` of ``batch``, on the data's words."""
+        subwords = self.data.subwords
+        pairs = [self.data.datasets["test"].pairs[i] for i in batch["index"].tolist()]
+        references = [subwords.words(t, subwords.tgt_lang) for _, t in pairs]
+        words = [subwords.words(h, subwords.tgt_lang) for h in hypotheses]
+        metrics["rep"].update(batch["index"], words, references)
+        if "drop" in metrics:
+            sources = [subwords.words(s, subwords.src_lang) for s, _ in pairs]
+            metrics["drop"].update(batch["index"], sources, references, words)
+
+    def _penalty_candidates(self, batch: dict[str, torch.Tensor]) -> list[tuple[str, ...]]:
+        """COVPENALTY: the translations of every sentence of ``batch`` under every ``(alpha,
+        beta)`` of the grid (its final beams ranked by Wu et al.'s length penalty ``alpha`` and
+        the coverage penalty ``beta``)."""
+        beams = self.final_beams(batch)
+        ranked = [self.detokenized(beams.best(alpha, "wu", beta, self.hparams.min_attention))
+                  for alpha, beta in self.hparams.penalty_grid]
+        return list(zip(*ranked, strict=True))
 
     def on_validation_epoch_end(self) -> None:
-        nll = float(self.nll["val"].compute())
-        self.nll["val"].reset()
-        self.log_dict({"val/loss": nll, "val/ppl": math.exp(min(nll, 50.0))})
-        indices, hypotheses = self._decoded()
-        references = self.trainer.datamodule.references("val")
-        scores = bleu_chrf(hypotheses, [references[i] for i in indices])
-        self.log("val/bleu", scores["bleu"], prog_bar=True)
-        self.log("val/chrf", scores["chrf"])
+        super().on_validation_epoch_end()
+        if self.penalty_search is not None:
+            self._choose_penalty()
+
+    def _choose_penalty(self) -> None:
+        """COVPENALTY: the ``(alpha, beta)`` of the grid whose translations of the validation
+        set scored the best BLEU (the first on ties) ranks the test's beams."""
+        bleu = self.penalty_search.compute()  # every process: the same
+        self.penalty_search.reset()
+        self.penalty_scores = {(alpha, beta): score for (alpha, beta), score
+                               in zip(self.hparams.penalty_grid, bleu, strict=True)}
+        alpha, beta = max(self.penalty_scores, key=self.penalty_scores.get)
+        self.penalty.update(alpha=alpha, length_penalty="wu", coverage_penalty=beta)
+        rank_zero_info(self.report_notes["COVPENALTY"])
 
     # ---- test ---------------------------------------------------------------------------
 
-    def _once(self, compute):
-        """What ``compute()`` returns, computed by the first process only and sent to the
-        others (under DDP, one-time work such as the penalty tuning and the word aligner runs
-        once, not on every process)."""
-        return self.trainer.strategy.broadcast(
-            compute() if self.trainer.is_global_zero else None, src=0)
-
     def on_test_start(self) -> None:
-        if self.hparams.penalty_grid:
-            penalty, note = self._once(self._tune_coverage_penalty)
-            self.penalty.update(penalty)
-            self.report_notes["COVPENALTY"] = note
-            rank_zero_info(note)
-
-    @torch.no_grad()
-    def _tune_coverage_penalty(self) -> tuple[dict, str]:
-        """COVPENALTY: beam-search the validation set once, rank its final beams under every
-        ``(alpha, beta)`` of the grid; returns the penalty settings of the pair with the best
-        BLEU and a note of every pair's score."""
-        data = self.trainer.datamodule
-        loader = data.val_dataloader()
-        limit = self.trainer.limit_val_batches  # as in validation: a count or a fraction
-        count = int(limit) if isinstance(limit, int) else max(1, int(limit * len(loader)))
-        beams = []
-        for batch in itertools.islice(loader, count):
-            batch = self.transfer_batch_to_device(batch, self.device, 0)
-            beams.append((batch["index"], self.model.beams(
-                batch["src"], batch["src_lengths"], self._max_len(batch),
-                beam=self.hparams.test_beam, fertility=batch.get("fertility"),
-                joint_k=self.hparams.test_joint_k)))
-        references = data.references("val")
-        scores = {}
-        for alpha, beta in self.hparams.penalty_grid:
-            outputs = {}
-            for index, found in beams:
-                best = found.best(alpha, "wu", beta, self.hparams.min_attention)
-                outputs.update((int(i), data.detokenize(row))
-                               for i, row in zip(index, best, strict=True))
-            hypotheses = [outputs[i] for i in sorted(outputs)]
-            chosen = [references[i] for i in sorted(outputs)]
-            scores[(alpha, beta)] = bleu_chrf(hypotheses, chosen)["bleu"]
-        alpha, beta = max(scores, key=scores.get)
-        note = ("alpha, beta tuned on validation BLEU over "
-                + ", ".join(f"({a}, {b}): {s:.1f}" for (a, b), s in scores.items())
-                + f"; chosen ({alpha}, {beta})")
-        return {"alpha": alpha, "length_penalty": "wu", "coverage_penalty": beta}, note
-
-    def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        self._update_nll(batch, "test")
-        self._collect(batch, self.decode(batch, beam=self.hparams.test_beam))
+        """COVPENALTY (``penalty_grid``): validate before the test, so that the test ranks its
+        beams with the penalty chosen on the validation set (:meth:`_choose_penalty`). The pass
+        is Lightning's own validation loop, run the way its fit loop runs one between epochs
+        (the validation split, ``limit_val_batches``, every device and process), within the
+        test's set-up."""
+        if self.penalty_search is None:
+            return
+        trainer = self.trainer
+        trainer.state.fn, trainer.validating = TrainerFn.VALIDATING, True
+        try:
+            trainer.validate_loop.run()
+        finally:
+            trainer.state.fn, trainer.testing = TrainerFn.TESTING, True
 
     def on_test_epoch_end(self) -> None:
-        nll = float(self.nll["test"].compute())
-        self.nll["test"].reset()
-        data = self.trainer.datamodule
-        indices, hypotheses = self._decoded()
-        references = [data.references("test")[i] for i in indices]
-        scores = bleu_chrf(hypotheses, references)
-        words = data.subwords.words
-        lang = data.hparams.tgt_lang
-        metrics = {
-            "test/bleu": scores["bleu"], "test/chrf": scores["chrf"],
-            "test/rep": rep_score([words(h, lang) for h in hypotheses],
-                                  [words(r, lang) for r in references]),
-            "test/ppl": math.exp(min(nll, 50.0)),
-        }
-        if self.hparams.drop_score:  # eflomal over train + test: once, not on every process
-            metrics["test/drop"] = self._once(lambda: self._drop(data, hypotheses, indices))
-        self.log_dict(metrics)
-        self.report_notes["BLEU"] = scores["bleu_signature"]
-        self.report_notes["chrF"] = scores["chrf_signature"]
+        """Log the test's metrics and write its translations to
+        ``<log_dir>/test_translations.txt``."""
+        hypotheses = self.metrics["test"]["sacrebleu"].corpus()[0]  # every process's
+        scores = self.log_metrics("test")
         log_dir = self.trainer.log_dir  # in every process: DDP broadcasts it from the first
         if self.trainer.is_global_zero and log_dir:
             path = Path(log_dir) / "test_translations.txt"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text("\n".join(hypotheses) + "\n", encoding="utf-8")
             rank_zero_info(f"test translations written to {path}; BLEU {scores['bleu']:.2f} "
-                           f"({scores['bleu_signature']})")
+                           f"({self.report_notes['BLEU']})")
 
-    @staticmethod
-    def _drop(data, hypotheses: list[str], indices: list[int]) -> float:
-        """The DROP score of ``hypotheses``, the translations of the test pairs ``indices``
-        (words: the data's lowercased Moses tokens; aligned with the training pairs)."""
-        words, h = data.subwords.words, data.hparams
-        test = [data.datasets["test"].pairs[i] for i in indices]
-        train = [(words(s, h.src_lang), words(t, h.tgt_lang))
-                 for s, t in data.datasets["train"].pairs]
-        return drop_score(*drop_alignments(
-            train, [words(s, h.src_lang) for s, _ in test],
-            [words(t, h.tgt_lang) for _, t in test],
-            [words(t, h.tgt_lang) for t in hypotheses], h.aligner_iterations))
+    @property
+    def report_notes(self) -> dict[str, str]:
+        """The COVPENALTY weights chosen on the validation set (with ``penalty_grid``) and the
+        sacreBLEU signatures of BLEU and chrF."""
+        notes = super().report_notes
+        if self.penalty_scores:
+            notes["COVPENALTY"] = (
+                "alpha, beta tuned on validation BLEU over "
+                + ", ".join(f"({a}, {b}): {s:.1f}" for (a, b), s in self.penalty_scores.items())
+                + f"; chosen ({self.penalty['alpha']}, {self.penalty['coverage_penalty']})")
+        return {**notes, **self.metrics["test"]["sacrebleu"].signatures}
 
     # ---- raw sentences, figures and predictions ----------------------------------------
 
@@ -408,7 +439,3 @@ class TranslationTask(Task):
                 f"{self.model.attention_name} attention (greedy)", r["attention"].float().cpu(),
                 output, r["source_pieces"] + sink, repeated_positions(output))))
         return figures
-
-    def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> list[dict]:
-        """:meth:`records` of a batch of the DataModule's predict split."""
-        return self.records(batch)
