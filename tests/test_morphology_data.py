@@ -87,4 +87,5 @@ def test_inflection_cli_fit_and_test_with_beam_joint(tmp_path):
     cli.trainer.fit(cli.model, datamodule=cli.datamodule)
     assert 0 <= float(cli.trainer.callback_metrics["val/accuracy"]) <= 1
     (tested,) = cli.trainer.test(cli.model, datamodule=cli.datamodule, verbose=False)
-    assert set(tested) == {"test/accuracy"} and cli.model.model.joint_k == 2
+    assert set(tested) == {"test/accuracy", "test/score"} and cli.model.model.joint_k == 2
+    assert tested["test/score"] == tested["test/accuracy"]
