@@ -27,6 +27,7 @@ writes ``last.ckpt`` at the step it stopped and exits with status 130; the same 
 
 from __future__ import annotations
 
+import argparse
 import ast
 import importlib
 import inspect
@@ -35,17 +36,12 @@ import re
 import sys
 import traceback
 from argparse import ArgumentError
+from importlib.metadata import PackageNotFoundError, version
 from itertools import pairwise
 from pathlib import Path
 
-import lightning as L
 import yaml
-from lightning.fabric.utilities.exceptions import MisconfigurationException
-from lightning.pytorch.cli import LightningCLI
 
-from ..run.interruption import FitInterrupted
-from ..run.lightning_cli import build_cli
-from ..tasks.upgrade import moved_argument
 from . import experiments
 
 
@@ -59,6 +55,7 @@ def main(args: list[str] | None = None) -> None:
     debug = "--debug" in args or os.environ.get("STRUCTATTN_DEBUG", "") not in ("", "0")
     args = [arg for arg in args if arg != "--debug"]
     try:
+        answer_without_lightning(args)
         if args and args[0] == "reproduce":
             from ..reproduce import main as reproduce
 
@@ -74,14 +71,16 @@ def main(args: list[str] | None = None) -> None:
             return
         expanded = experiments.expand(args)
         check_config_files(expanded)
+        from ..run.lightning_cli import build_cli
+
         build_cli(expanded)
-    except FitInterrupted as interrupted:
+    except fit_interrupted() as interrupted:
         print(f"structattn: {interrupted}", file=sys.stderr)
         sys.exit(130)
     except BrokenPipeError:  # the reader left (`structattn experiments | head`): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(141)
-    except USER_ERRORS as error:
+    except user_errors() as error:
         if debug:
             raise
         print(f"structattn: error: {user_error(error)}\n(run with --debug for the traceback)",
@@ -89,8 +88,85 @@ def main(args: list[str] | None = None) -> None:
         sys.exit(2)
 
 
+#: The commands, as ``structattn --help`` describes them.
+COMMANDS = {
+    "fit": "train a model: structattn fit --config CFG, or --experiment NAME",
+    "validate": "evaluate a checkpoint (--ckpt_path) on the validation split",
+    "test": "evaluate a checkpoint (--ckpt_path) on the test split",
+    "predict": "a checkpoint's predictions on a raw text file (--input), or LightningCLI's "
+               "predict over a DataModule (--config)",
+    "reproduce": "train, test and report the rows of a paper's table over seeds (budgets ci, "
+                 "demo, cpu, paper)",
+    "experiments": "list the experiments (every table row, by name) or show one",
+}
+
+START_HERE = """\
+start here:
+  structattn experiments                        every table row, by name
+  structattn fit --experiment NAME              train one (its whole config: --print_config)
+  structattn COMMAND --help                     a command's options (fit: trainer and model)
+  structattn fit --config CFG --print_config    a config in full, the data's options included
+  structattn fit --data.help CLASS              the options of a DataModule
+"""
+
+
+def answer_without_lightning(args: list[str]) -> None:
+    """Answers, and exits, what needs no torch or Lightning (a fraction of a second where they
+    take seconds to import): no arguments, ``--help`` and ``--version`` of the command, and
+    ``predict --help`` and ``--formats`` (the raw-text predict's; ``predict --config CFG
+    --help`` is LightningCLI's). Returns for anything else."""
+    if not args or args[0] in ("-h", "--help", "--version"):
+        top_level_parser().parse_args(args[:1])
+    options = {arg.split("=")[0] for arg in args}
+    if (args[0] == "predict" and options & {"-h", "--help", "--formats"}
+            and not options & {"-c", "--config"}):
+        from .predict import main as predict_raw
+
+        predict_raw(args[1:])
+
+
+def top_level_parser() -> argparse.ArgumentParser:
+    """The parser of ``structattn --help`` and ``--version`` (LightningCLI's parses the rest)."""
+    parser = argparse.ArgumentParser(
+        prog="structattn", description="Structured and constrained attention for NLP: train "
+        "and evaluate any model with any attention by config, reproduce the papers' tables, "
+        "predict on raw text.", epilog=START_HERE,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"structattn {package_version()}")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the traceback of an error (also STRUCTATTN_DEBUG=1)")
+    commands = parser.add_subparsers(title="subcommands", metavar="{" + ",".join(COMMANDS) + "}",
+                                     required=True)
+    for name, text in COMMANDS.items():
+        commands.add_parser(name, help=text)
+    return parser
+
+
+def package_version() -> str:
+    """The installed version of ``lit_structattn`` (``unknown`` when it is not installed)."""
+    try:
+        return version("lit_structattn")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 USER_ERRORS = (ArgumentError, ValueError, FileNotFoundError, NotADirectoryError,
-               PermissionError, MisconfigurationException)
+               PermissionError)
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """:data:`USER_ERRORS` and, once Lightning is imported (only then can it be raised), its
+    ``MisconfigurationException``: an error of a command that needs no Lightning (``structattn
+    experiments NAME``) is worded without importing it."""
+    lightning = sys.modules.get("lightning.fabric.utilities.exceptions")
+    return USER_ERRORS + ((lightning.MisconfigurationException,) if lightning else ())
+
+
+def fit_interrupted() -> type[BaseException] | tuple[()]:
+    """The exception of a fit stopped by Ctrl-C or SIGTERM, once a fit could have raised it (no
+    class before: the ``except`` that names it imports nothing)."""
+    interruption = sys.modules.get("lit_structattn.run.interruption")
+    return interruption.FitInterrupted if interruption else ()
 
 
 def check_config_files(args: list[str]) -> None:
@@ -128,7 +204,7 @@ def user_error(error: BaseException) -> str:
         seen.add(id(error))
         chain.append(error)
         error = error.__cause__ or (None if error.__suppress_context__ else error.__context__)
-    own = [e for e in chain if isinstance(e, USER_ERRORS) and not _raised_in(e, "jsonargparse")]
+    own = [e for e in chain if isinstance(e, user_errors()) and not _raised_in(e, "jsonargparse")]
     chosen = own[-1] if own else chain[0]
     if isinstance(chosen, ArgumentError):
         return parser_message(str(chosen))
@@ -167,9 +243,12 @@ def parser_message(text: str) -> str:
         if options:
             message += f"; valid: {', '.join(options)}"
     refused = refused or _NOT_A_GROUP.search(message)
-    moved = refused and moved_argument(refused.group(1), refused.group(2))
-    if moved:  # a flat option of before the parts' options were groups (tasks/upgrade.py)
-        message += f" ({refused.group(2)} is now {moved})"
+    if refused:
+        from ..tasks.upgrade import moved_argument  # torch and the models: only here
+
+        moved = moved_argument(refused.group(1), refused.group(2))
+        if moved:  # a flat option of before the parts' options were groups (tasks/upgrade.py)
+            message += f" ({refused.group(2)} is now {moved})"
     return _LITERAL.sub(_unknown_value, message)
 
 
@@ -245,7 +324,13 @@ def _raised_in(error: BaseException, package: str) -> bool:
 
 def _class_being_built(error: BaseException) -> str | None:
     """``model: module.Class`` (or ``data: ...``) of the outermost constructor of this project
-    in ``error``'s traceback, or None."""
+    in ``error``'s traceback, or None (always None before Lightning is imported: no class was
+    being built)."""
+    if "lightning" not in sys.modules:
+        return None
+    import lightning as L
+    from lightning.pytorch.cli import LightningCLI
+
     for frame in _frames(error):
         instance = frame.f_locals.get("self")
         if frame.f_code.co_name != "__init__" or instance is None or isinstance(

@@ -17,7 +17,8 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..reproduce.tables import CONFIGS, TABLES
+from ..reproduce import tables
+from ..reproduce.tables import CONFIGS
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ def experiments() -> dict[str, Experiment]:
     """Every experiment by name ``<table>/<row slug>``, tables and rows in their order (a row
     that only tests another row's checkpoint is the same experiment with its own overlay)."""
     found = {}
-    for table in TABLES.values():
+    for table in tables.TABLES.values():
         for row in table.rows:
             name = f"{table.name}/{slug(row.name)}"
             found[name] = Experiment(name, row.name, row.configs, row.overrides)
@@ -94,17 +95,17 @@ def shipped_config(path: str) -> Path | str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``structattn experiments [NAME]``: list the experiments, or show one."""
+    """``structattn experiments [NAME]``: list the experiments (from the table files' names
+    alone: no table is checked, nothing heavy imported), or show one."""
     parser = argparse.ArgumentParser(prog="structattn experiments",
                                      description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("name", nargs="?", help="an experiment: show its configs and overlay")
     args = parser.parse_args(argv)
     if args.name is None:
-        for table in TABLES.values():
-            print(f"{table.name}: {table.title}")
-            for name, experiment in experiments().items():
-                if name.startswith(f"{table.name}/"):
-                    print(f"  {name}  ({experiment.title})")
+        for table, (title, rows) in tables.table_index().items():
+            print(f"{table}: {title}")
+            for row in rows:
+                print(f"  {table}/{slug(row)}  ({row})")
         print(f"\nConfigs: {CONFIGS.resolve()}\nRun one: structattn fit --experiment NAME; "
               "a whole table: structattn reproduce TABLE")
         return
