@@ -36,12 +36,14 @@ import re
 import sys
 import traceback
 from argparse import ArgumentError
+from collections.abc import Iterable
 from importlib.metadata import PackageNotFoundError, version
 from itertools import pairwise
 from pathlib import Path
 
 import yaml
 
+from ..common.suggest import did_you_mean
 from . import experiments
 
 
@@ -207,7 +209,7 @@ def user_error(error: BaseException) -> str:
     own = [e for e in chain if isinstance(e, user_errors()) and not _raised_in(e, "jsonargparse")]
     chosen = own[-1] if own else chain[0]
     if isinstance(chosen, ArgumentError):
-        return parser_message(str(chosen))
+        return parser_message(str(chosen), _parser_options(chosen))
     if isinstance(chosen, PermissionError):
         return (f"permission denied: {chosen.filename} (this user may not read or write it). "
                 "Change its permissions (chmod, chown) or choose another path (a run's folder: "
@@ -217,17 +219,20 @@ def user_error(error: BaseException) -> str:
     return f"{message}\n  (in {built})" if built else message
 
 
-def parser_message(text: str) -> str:
+def parser_message(text: str, options: Iterable[str] = ()) -> str:
     """jsonargparse's error ``text`` without its dump: the key, then the reasons given by the
     types it tried (not the ``NoneType`` alternative), with the options a class accepts when
-    one was refused and the choices of a ``Literal`` as "unknown value ...; valid: ..."."""
+    one was refused and the choices of a ``Literal`` as "unknown value ...; valid: ...", and
+    "did you mean" the closest valid name of a misspelt one (an unrecognized option among the
+    parser's ``options``, a refused option of a class, a value of a ``Literal``)."""
     wrong_type = _wrong_type(text)
     if wrong_type:
         return wrong_type
     lines = text.splitlines()
     if "Errors:" not in text:
         return _LITERAL.sub(_unknown_value, "\n".join(
-            line for line in lines if not line.lstrip().startswith("Given value")))
+            line for line in lines if not line.lstrip().startswith("Given value"))
+        ) + _unrecognized_options(text, options)
     start = next(i for i, line in enumerate(lines) if line.strip() == "Errors:") + 1
     reasons = []
     for line in lines[start:]:
@@ -239,9 +244,9 @@ def parser_message(text: str) -> str:
     message = " ".join([lines[0].strip(), *reasons])
     refused = _REFUSED.search(message)
     if refused:  # the innermost class and the option it refused
-        options = _init_options(refused.group(1))
-        if options:
-            message += f"; valid: {', '.join(options)}"
+        accepted = _init_options(refused.group(1))
+        if accepted:
+            message += f"; valid: {', '.join(accepted)}{did_you_mean(refused.group(2), accepted)}"
     refused = refused or _NOT_A_GROUP.search(message)
     if refused:
         from ..tasks.upgrade import moved_argument  # torch and the models: only here
@@ -298,7 +303,37 @@ _LITERAL = re.compile(r"Expected a typing\.Literal\[(.*?)\]\. Got value: (\S+)")
 
 def _unknown_value(found: re.Match) -> str:
     choices = ast.literal_eval(f"[{found.group(1)}]")
-    return f"unknown value {found.group(2)!r}; valid: {', '.join(map(str, choices))}"
+    return (f"unknown value {found.group(2)!r}; valid: {', '.join(map(str, choices))}"
+            f"{did_you_mean(found.group(2), choices)}")
+
+
+def _unrecognized_options(text: str, options: Iterable[str]) -> str:
+    """"did you mean" for each ``--option`` of argparse's "unrecognized arguments: ..." ``text``
+    that is close to one of ``options`` (``--trainer.max_epoch``: ``--trainer.max_epochs``)."""
+    if not text.startswith("unrecognized arguments:"):
+        return ""
+    options = list(options)
+    given = [arg.split("=")[0] for arg in text.split()[2:] if arg.startswith("--")]
+    return "".join(did_you_mean(arg, options, show=str) for arg in given)
+
+
+def _parser_options(error: BaseException) -> list[str]:
+    """The option strings of the innermost parser in ``error``'s traceback and of its
+    subcommands' parsers (empty when no parser raised it)."""
+    parsers = [frame.f_locals.get("self") for frame in _frames(error)]
+    parsers = [parser for parser in parsers if isinstance(parser, argparse.ArgumentParser)]
+    return _option_strings(parsers[-1]) if parsers else []
+
+
+def _option_strings(parser: argparse.ArgumentParser) -> list[str]:
+    """Every ``--option`` of ``parser`` and of the parsers of its subcommands."""
+    found = []
+    for action in parser._actions:
+        found += [name for name in action.option_strings if name.startswith("--")]
+        if isinstance(action, argparse._SubParsersAction):
+            for subcommand in action.choices.values():
+                found += _option_strings(subcommand)
+    return found
 
 
 def _init_options(class_path: str) -> list[str]:

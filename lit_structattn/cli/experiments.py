@@ -17,6 +17,7 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..common.suggest import did_you_mean
 from ..reproduce import tables
 from ..reproduce.tables import CONFIGS
 
@@ -54,16 +55,20 @@ def experiments() -> dict[str, Experiment]:
 
 
 def find(name: str) -> Experiment:
-    """The experiment ``name``; ``ValueError`` naming the closest ones otherwise."""
+    """The experiment ``name``; ``ValueError`` naming the experiments of its table (or the
+    tables), and the closest name where one is close, otherwise."""
     known = experiments()
     if name in known:
         return known[name]
-    table = name.split("/")[0]
-    close = [n for n in known if n.startswith(f"{table}/")] or sorted(
-        {n.split("/")[0] for n in known})
+    table, _, row = name.partition("/")
+    same_table = [n for n in known if n.startswith(f"{table}/")]
+    listed = same_table or sorted({n.split("/")[0] for n in known})
+    guess = (did_you_mean(row, [n.split("/")[1] for n in same_table],
+                          show=lambda other: repr(f"{table}/{other}"))
+             if same_table else did_you_mean(name, known))  # a misspelt table, or row and table
     raise ValueError(f"unknown experiment {name!r}; "
-                     f"{'its table has' if close[0].startswith(table + '/') else 'tables:'} "
-                     f"{', '.join(close)} (structattn experiments lists them all)")
+                     f"{'its table has' if same_table else 'tables:'} {', '.join(listed)}"
+                     f"{guess} (structattn experiments lists them all)")
 
 
 def expand(args: list[str]) -> list[str]:
