@@ -30,13 +30,14 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib
-import inspect
 import os
 import re
 import sys
+import textwrap
 import traceback
 from argparse import ArgumentError
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from itertools import pairwise
 from pathlib import Path
@@ -75,7 +76,8 @@ def main(args: list[str] | None = None) -> None:
         check_config_files(expanded)
         from ..run.lightning_cli import build_cli
 
-        build_cli(expanded)
+        with data_options_after_help(expanded):
+            build_cli(expanded)
     except fit_interrupted() as interrupted:
         print(f"structattn: {interrupted}", file=sys.stderr)
         sys.exit(130)
@@ -169,6 +171,54 @@ def fit_interrupted() -> type[BaseException] | tuple[()]:
     class before: the ``except`` that names it imports nothing)."""
     interruption = sys.modules.get("lit_structattn.run.interruption")
     return interruption.FitInterrupted if interruption else ()
+
+
+@contextmanager
+def data_options_after_help(args: list[str]) -> Iterator[None]:
+    """After LightningCLI's help of a command (``structattn fit --help``), which cannot list the
+    options of a DataModule chosen by ``class_path``, :func:`data_options_help`."""
+    try:
+        yield
+    except SystemExit as exited:
+        if exited.code in (0, None) and {"-h", "--help"} & set(args):
+            print(data_options_help(args))
+        raise
+
+
+def data_options_help(args: list[str]) -> str:
+    """The data options of the DataModule that ``args`` choose (the last ``data`` of their
+    ``--config`` files, or ``--data CLASS``), with how to see their help and values; how to
+    list them when ``args`` choose none."""
+    command = args[0] if args and not args[0].startswith("-") else "fit"
+    data = _data_class(args)
+    if data is None:
+        return (f"data options: a config chooses its DataModule (data: class_path: ...).\n"
+                f"  structattn {command} --config CFG --help          its options\n"
+                f"  structattn {command} --data.help CLASS            their types, defaults "
+                f"and help\n  (CLASS e.g. {DATA_EXAMPLE})\n"
+                f"  structattn {command} --config CFG --print_config  the config in full, "
+                "their values included")
+    options = textwrap.fill(", ".join(_init_options(data)), initial_indent="  ",
+                            subsequent_indent="  ", width=100)
+    return (f"data options of this config ({data}), given as --data.init_args.NAME VALUE:\n"
+            f"{options}\ntheir types, defaults and help: structattn {command} --data.help "
+            f"{data}\ntheir values in this config: add --print_config (instead of --help)")
+
+
+DATA_EXAMPLE = "lit_structattn.datamodules.synthetic.NeedleDataModule"
+
+
+def _data_class(args: list[str]) -> str | None:
+    """The ``class_path`` of the DataModule that ``args`` choose: the last of their
+    ``--config`` files' ``data`` and their ``--data`` / ``--data.class_path``; None if none."""
+    chosen = None
+    for option, value in pairwise(args):
+        if option in ("--config", "-c") and Path(value).is_file():
+            data = (yaml.safe_load(Path(value).read_text(encoding="utf-8")) or {}).get("data")
+            chosen = data.get("class_path", chosen) if isinstance(data, dict) else chosen
+        elif option in ("--data", "--data.class_path") and not value.endswith((".yaml", ".yml")):
+            chosen = value
+    return chosen
 
 
 def check_config_files(args: list[str]) -> None:
@@ -337,15 +387,18 @@ def _option_strings(parser: argparse.ArgumentParser) -> list[str]:
 
 
 def _init_options(class_path: str) -> list[str]:
-    """The keyword arguments the constructor of ``class_path`` takes (empty if unknown)."""
+    """The options the constructor of ``class_path`` takes as jsonargparse reads them, those it
+    passes on through ``**kwargs`` included (empty if unknown)."""
+    from jsonargparse import ArgumentParser
+
     module, _, name = class_path.rpartition(".")
+    parser = ArgumentParser()
     try:
-        cls = getattr(importlib.import_module(module), name)
-        parameters = inspect.signature(cls.__init__).parameters.values()
+        parser.add_class_arguments(getattr(importlib.import_module(module), name), "init")
     except (ImportError, AttributeError, TypeError, ValueError):
         return []
-    return [p.name for p in parameters if p.name != "self"
-            and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    return list(dict.fromkeys(action.dest.split(".")[1] for action in parser._actions
+                              if action.dest.startswith("init.")))
 
 
 def _frames(error: BaseException):
