@@ -16,11 +16,17 @@ Models and data are chosen in the config by ``class_path`` (e.g.
 ``lit_structattn.tasks.SequenceClassifier`` and
 ``lit_structattn.datamodules.synthetic.NeedleDataModule``).
 
+``--version``, ``--help``, ``experiments`` and ``predict --help`` answer without importing torch
+or Lightning (a fraction of a second; ``bench/startup.py`` measures it): this module imports
+them only for the commands that need them. LightningCLI's help of a command (``fit --help``)
+ends with the options of the chosen config's DataModule, or how to list them.
+
 A user error (an unknown name or config key, a value of the wrong type, a config file that is not
 YAML, a malformed or unreadable data file, a folder it may not write, infeasible bounds, a
 training loss that became NaN) ends the command with one short message on stderr, naming the
 file and line where there is one, and exit status 2; ``--debug`` (anywhere on the command
-line) or ``STRUCTATTN_DEBUG=1`` shows the traceback instead. Ctrl-C (or SIGTERM) during a fit
+line) or ``STRUCTATTN_DEBUG=1`` shows the traceback instead. A misspelt option, name or value
+gets a "did you mean" naming the closest valid one. Ctrl-C (or SIGTERM) during a fit
 writes ``last.ckpt`` at the step it stopped and exits with status 130; the same command with
 ``--ckpt_path last`` resumes there.
 """
@@ -38,12 +44,12 @@ import traceback
 from argparse import ArgumentError
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from importlib.metadata import PackageNotFoundError, version
 from itertools import pairwise
 from pathlib import Path
 
 import yaml
 
+from .. import __version__
 from ..common.suggest import did_you_mean
 from . import experiments
 
@@ -136,7 +142,7 @@ def top_level_parser() -> argparse.ArgumentParser:
         "and evaluate any model with any attention by config, reproduce the papers' tables, "
         "predict on raw text.", epilog=START_HERE,
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="version", version=f"structattn {package_version()}")
+    parser.add_argument("--version", action="version", version=f"structattn {__version__}")
     parser.add_argument("--debug", action="store_true",
                         help="show the traceback of an error (also STRUCTATTN_DEBUG=1)")
     commands = parser.add_subparsers(title="subcommands", metavar="{" + ",".join(COMMANDS) + "}",
@@ -144,14 +150,6 @@ def top_level_parser() -> argparse.ArgumentParser:
     for name, text in COMMANDS.items():
         commands.add_parser(name, help=text)
     return parser
-
-
-def package_version() -> str:
-    """The installed version of ``lit_structattn`` (``unknown`` when it is not installed)."""
-    try:
-        return version("lit_structattn")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 USER_ERRORS = (ArgumentError, ValueError, FileNotFoundError, NotADirectoryError,
