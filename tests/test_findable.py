@@ -109,3 +109,12 @@ def test_fit_help_says_how_to_list_the_data_options(capsys):
     with pytest.raises(SystemExit) as exited:  # jsonargparse's help of a DataModule
         cli.main(["fit", "--data.help", "lit_structattn.datamodules.synthetic.NeedleDataModule"])
     assert exited.value.code == 0 and "--data.num_train" in capsys.readouterr().out
+
+
+def test_predict_help_points_to_the_formats(capsys):
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["predict", "--help"])
+    assert exited.value.code == 0 and "structattn predict --formats" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["predict", "--formats"])
+    assert exited.value.code == 0 and "translation: " in capsys.readouterr().out

@@ -94,10 +94,11 @@ def main(argv: list[str] | None = None) -> None:
                         help="unpickle the checkpoint in full, Python objects and all: only for "
                         "a legacy checkpoint from a source you trust (it can run code)")
     args = parser.parse_args(argv)
+    args.device = args.device or default_device()
     if not args.ckpt_path.is_file():
         raise FileNotFoundError(f"--ckpt_path: no checkpoint at {args.ckpt_path}")
     lines, source = read_input(args.input)
-    run = dict(source=source, batch_size=args.batch_size, device=args.device or default_device(),
+    run = dict(source=source, batch_size=args.batch_size, device=args.device,
                trusted=args.trust_checkpoint)
     if args.output == "-":
         predict_file(args.ckpt_path, lines, sys.stdout, **run)
