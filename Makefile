@@ -75,6 +75,7 @@ test-wheel: install  ## the built wheel in a fresh venv, run from an empty folde
 		test "$$(grep -c "\"prediction\"" predictions.jsonl)" -eq 2'
 
 bench: install  ## speed against the peers; writes reports/bench_*.md
+	$(PYTHON) -m bench.startup
 	$(PYTHON) -m bench.transforms
 	$(PYTHON) -m bench.structured
 	$(PYTHON) -m bench.tree_transduction

@@ -41,7 +41,7 @@ import torch
 from lit_structattn.common.codec import RawInputError, TextCodec
 
 from .batching import EncodedItems, pad_rows
-from .files import MalformedLine, data_root, open_text, require_records
+from .files import MalformedLine, data_root, how_to_give_data, open_text, require_records
 from .limits import LengthLimit, limit_from_state
 from .splits import SplitDataModule, hold_out
 from .vocabulary import Vocabulary
@@ -164,7 +164,8 @@ def task_file(folder: Path, task: int, split: str) -> Path:
     """``qa<task>_*_<split>.txt`` in ``folder``; ``FileNotFoundError`` if absent."""
     found = sorted(folder.glob(f"qa{task}_*_{split}.txt"))
     if not found:
-        raise FileNotFoundError(f"no qa{task}_*_{split}.txt in {folder}. {SOURCE_HINT}")
+        raise FileNotFoundError(f"no qa{task}_*_{split}.txt in {folder}. {SOURCE_HINT} "
+                                f"{how_to_give_data()}")
     return found[0]
 
 

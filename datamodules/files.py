@@ -5,8 +5,8 @@
 - :func:`cache_root`: where derived files (BPE models, trained parsers) are kept
   (``$STRUCTATTN_CACHE``, default ``~/.cache/structattn``).
 - :func:`atomic_path`: write a cache file so that a concurrent reader sees all of it or none.
-- :func:`require_files`: fail early with a message that lists the expected files, the folder and
-  where such data comes from.
+- :func:`require_files`: fail early with a message that lists the expected files, the folder,
+  where such data comes from and how to point the DataModule at it (:func:`how_to_give_data`).
 - :func:`open_text`: plain or gzip-compressed text, UTF-8 by default or the codec named; a byte
   that does not decode is a :class:`MalformedLine` naming the file, line and byte offset (no
   silent fallback to another encoding: a latin-1 file, such as the original CoNLL-2002
@@ -82,30 +82,38 @@ def require_files(
 
     Returns ``data_dir`` as a ``Path``. Raises ``ValueError`` if ``data_dir`` is None and
     ``FileNotFoundError`` if the folder is missing, empty or lacks some of the files; the message
-    lists the expected files, the folder, what is missing and ``source_hint`` (where such data
-    comes from).
+    lists the expected files, the folder, what is missing, ``source_hint`` (where such data
+    comes from) and :func:`how_to_give_data`.
     """
     names = list(names)
     expected = ", ".join(names)
+    where = f"{source_hint} {how_to_give_data()}".strip()
     if data_dir is None:
-        raise ValueError(f"no data folder given; expected a folder with {expected}. {source_hint}")
+        raise ValueError(f"no data folder given; expected a folder with {expected}. {where}")
     folder = Path(data_dir).expanduser()
     if not folder.is_dir():
         what = "is not a folder" if folder.exists() else "does not exist"
         raise FileNotFoundError(
-            f"data folder {folder} {what}; expected a folder with {expected}. {source_hint}"
+            f"data folder {folder} {what}; expected a folder with {expected}. {where}"
         )
     if not any(folder.iterdir()):
         raise FileNotFoundError(
-            f"data folder {folder} is empty; expected {expected} in it. {source_hint}"
+            f"data folder {folder} is empty; expected {expected} in it. {where}"
         )
     missing = [name for name in names if not (folder / name).is_file()]
     if missing:
         raise FileNotFoundError(
-            f"data folder {folder} lacks {', '.join(missing)}; expected {expected} in it. "
-            f"{source_hint}"
+            f"data folder {folder} lacks {', '.join(missing)}; expected {expected} in it. {where}"
         )
     return folder
+
+
+def how_to_give_data() -> str:
+    """The sentence every missing-data error ends with: the two ways to point a DataModule at
+    its files, ``--data.init_args.data_dir`` (this dataset's folder) and ``$STRUCTATTN_DATA``
+    (the folder of every dataset's folder, :func:`data_root`), with the folder read now."""
+    return (f"Give this dataset's folder with --data.init_args.data_dir DIR, or set "
+            f"{DATA_ENV_VAR} to the folder holding the datasets' folders (now {data_root()}).")
 
 
 def check_encoding(encoding: str) -> str:

@@ -27,13 +27,17 @@ from lit_structattn.common.checks import check_choice
 from lit_structattn.common.constants import BOS_ID, EOS_ID, SEQUENCE_SPECIALS
 
 from .batching import EncodedItems, seq2seq_batch
-from .files import MalformedLine, data_root, open_text, require_records
+from .files import MalformedLine, data_root, how_to_give_data, open_text, require_records
 from .limits import LengthLimit
 from .splits import SplitDataModule
 from .vocabulary import SharedVocabularySizes, SymbolSourceCodec, Vocabulary
 
 POS = ("noun", "verb")
 SPLIT_FILES = {"train": "train", "val": "dev", "test": "test"}
+#: what a missing file of this dataset is, and where the data comes from
+MISSING_FILES = ("expected the Wiktionary morphology 1.1 files (inflections_de_*.csv, "
+                 "base_forms_de_*_*.txt) of Durrett & DeNero (NAACL 2013), released as "
+                 "wiktionary-morphology-1.1.tgz.")
 #: the default ``max_tokens``: symbols of a source, characters of a form (the shipped tables: at
 #: most 36 source symbols and 35 characters)
 MAX_TOKENS = 100
@@ -135,8 +139,7 @@ class InflectionDataModule(SharedVocabularySizes, SplitDataModule):
     def _lemmas(self, split: str) -> set[str]:
         path = self._lemma_file(split)
         if not path.is_file():
-            raise FileNotFoundError(f"{path} is missing: expected the Wiktionary morphology 1.1 "
-                                    "files (inflections_de_*.csv, base_forms_de_*_*.txt)")
+            raise FileNotFoundError(f"{path} is missing: {MISSING_FILES} {how_to_give_data()}")
         with open_text(path) as lines:
             lemmas = {line.strip() for line in lines if line.strip()}
         require_records(list(lemmas), path, "lemmas")
@@ -148,8 +151,7 @@ class InflectionDataModule(SharedVocabularySizes, SplitDataModule):
             return
         table = self.folder() / f"inflections_de_{self.hparams.pos}.csv"
         if not table.is_file():
-            raise FileNotFoundError(f"{table} is missing: expected the Wiktionary morphology "
-                                    "1.1 files (inflections_de_*.csv, base_forms_de_*_*.txt)")
+            raise FileNotFoundError(f"{table} is missing: {MISSING_FILES} {how_to_give_data()}")
         rows = read_inflections(table, self.limit)
         splits = {split: [row for row in rows if row[1] in lemmas]
                   for split, lemmas in ((s, self._lemmas(s)) for s in SPLIT_FILES)}

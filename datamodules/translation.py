@@ -63,7 +63,14 @@ from lit_structattn.common.optional import optional_import
 from .alignment import Links, cached_links
 from .batching import EncodedItems, seq2seq_batch
 from .fertility import guided_fertility_table, lookup_fertilities
-from .files import MalformedLine, cache_root, data_root, open_text, require_records
+from .files import (
+    MalformedLine,
+    cache_root,
+    data_root,
+    how_to_give_data,
+    open_text,
+    require_records,
+)
 from .hub import load_hub_dataset
 from .limits import BoundedCodec, LengthLimit, limit_from_state
 from .splits import SplitDataModule
@@ -367,7 +374,8 @@ class TranslationDataModule(SplitDataModule):
                                      for p in h.prefixes)
                 raise FileNotFoundError(
                     f"{folder} lacks {prefix}.{lang}[.gz]; expected {expected} (line-aligned "
-                    "plain text, e.g. Multi30k from github.com/multi30k/dataset, data/task1/raw)"
+                    "plain text, e.g. Multi30k from github.com/multi30k/dataset, data/task1/raw). "
+                    + how_to_give_data()
                 )
             found.append(existing[0])
         return found[0], found[1]

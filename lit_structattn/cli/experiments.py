@@ -17,7 +17,9 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..reproduce.tables import CONFIGS, TABLES
+from ..common.suggest import did_you_mean
+from ..reproduce import tables
+from ..reproduce.tables import CONFIGS
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,7 @@ def experiments() -> dict[str, Experiment]:
     """Every experiment by name ``<table>/<row slug>``, tables and rows in their order (a row
     that only tests another row's checkpoint is the same experiment with its own overlay)."""
     found = {}
-    for table in TABLES.values():
+    for table in tables.TABLES.values():
         for row in table.rows:
             name = f"{table.name}/{slug(row.name)}"
             found[name] = Experiment(name, row.name, row.configs, row.overrides)
@@ -53,16 +55,20 @@ def experiments() -> dict[str, Experiment]:
 
 
 def find(name: str) -> Experiment:
-    """The experiment ``name``; ``ValueError`` naming the closest ones otherwise."""
+    """The experiment ``name``; ``ValueError`` naming the experiments of its table (or the
+    tables), and the closest name where one is close, otherwise."""
     known = experiments()
     if name in known:
         return known[name]
-    table = name.split("/")[0]
-    close = [n for n in known if n.startswith(f"{table}/")] or sorted(
-        {n.split("/")[0] for n in known})
+    table, _, row = name.partition("/")
+    same_table = [n for n in known if n.startswith(f"{table}/")]
+    listed = same_table or sorted({n.split("/")[0] for n in known})
+    guess = (did_you_mean(row, [n.split("/")[1] for n in same_table],
+                          show=lambda other: repr(f"{table}/{other}"))
+             if same_table else did_you_mean(name, known))  # a misspelt table, or row and table
     raise ValueError(f"unknown experiment {name!r}; "
-                     f"{'its table has' if close[0].startswith(table + '/') else 'tables:'} "
-                     f"{', '.join(close)} (structattn experiments lists them all)")
+                     f"{'its table has' if same_table else 'tables:'} {', '.join(listed)}"
+                     f"{guess} (structattn experiments lists them all)")
 
 
 def expand(args: list[str]) -> list[str]:
@@ -94,17 +100,17 @@ def shipped_config(path: str) -> Path | str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``structattn experiments [NAME]``: list the experiments, or show one."""
+    """``structattn experiments [NAME]``: list the experiments (from the table files' names
+    alone: no table is checked, nothing heavy imported), or show one."""
     parser = argparse.ArgumentParser(prog="structattn experiments",
                                      description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("name", nargs="?", help="an experiment: show its configs and overlay")
     args = parser.parse_args(argv)
     if args.name is None:
-        for table in TABLES.values():
-            print(f"{table.name}: {table.title}")
-            for name, experiment in experiments().items():
-                if name.startswith(f"{table.name}/"):
-                    print(f"  {name}  ({experiment.title})")
+        for table, (title, rows) in tables.table_index().items():
+            print(f"{table}: {title}")
+            for row in rows:
+                print(f"  {table}/{slug(row)}  ({row})")
         print(f"\nConfigs: {CONFIGS.resolve()}\nRun one: structattn fit --experiment NAME; "
               "a whole table: structattn reproduce TABLE")
         return

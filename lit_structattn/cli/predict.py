@@ -21,10 +21,7 @@ import json
 import sys
 from pathlib import Path
 
-import torch
-
 from ..datamodules.files import atomic_path, open_text
-from ..tasks.base import load_task
 
 #: the codec of every family, whose ``format`` the help shows
 FORMATS = {
@@ -40,6 +37,8 @@ FORMATS = {
 
 
 def _formats() -> str:
+    """The ``--input`` format of each family (imports every codec, hence torch: shown by
+    ``--formats``, not in ``--help``, which answers at once)."""
     from ..common.codec import import_class
 
     return "\n".join(f"  {family}: {import_class(path).format}"
@@ -52,6 +51,8 @@ def predict_file(checkpoint: str | Path, lines: list[str], output, source: str =
     """Write the predictions of the raw ``lines`` (the checkpoint family's format) to the
     text stream ``output`` as JSONL; returns how many records it wrote. ``trusted``: see
     :func:`~lit_structattn.tasks.base.load_task`."""
+    from ..tasks.base import load_task  # torch, Lightning and the models: not for --help
+
     task = load_task(checkpoint, map_location=device, trusted=trusted)
     examples = task.text_codec.parse(lines, source)
     starts = range(0, len(examples), batch_size)
@@ -74,21 +75,26 @@ def main(argv: list[str] | None = None) -> None:
     malformed line."""
     parser = argparse.ArgumentParser(
         prog="structattn predict", description=__doc__.split("\n\n")[0],
-        epilog="formats of --input:\n" + _formats(),
+        epilog="structattn predict --formats: the --input format of each family.\n"
+        "structattn predict --config CFG --help: LightningCLI's predict over a DataModule.",
         formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+    parser.add_argument("--formats", action=FormatsAction,
+                        help="print the --input format of each family and exit")
     parser.add_argument("--ckpt_path", required=True, type=Path, help="a trained checkpoint")
     parser.add_argument("--input", required=True,
-                        help="the raw text file in the family's format ('-': standard input)")
+                        help="the raw text file in the family's format ('-': standard input; "
+                        "--formats lists them)")
     parser.add_argument("--output", default="predictions.jsonl",
                         help="the JSONL file to write ('-': standard output; default: "
                         "%(default)s)")
     parser.add_argument("--batch_size", type=int, default=32)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
-                        help="where the model runs (default: %(default)s)")
+    parser.add_argument("--device", default=None,
+                        help="where the model runs (default: cuda when there is one, else cpu)")
     parser.add_argument("--trust_checkpoint", action="store_true",
                         help="unpickle the checkpoint in full, Python objects and all: only for "
                         "a legacy checkpoint from a source you trust (it can run code)")
     args = parser.parse_args(argv)
+    args.device = args.device or default_device()
     if not args.ckpt_path.is_file():
         raise FileNotFoundError(f"--ckpt_path: no checkpoint at {args.ckpt_path}")
     lines, source = read_input(args.input)
@@ -101,6 +107,24 @@ def main(argv: list[str] | None = None) -> None:
     with atomic_path(output) as partial, partial.open("w", encoding="utf-8") as out:
         count = predict_file(args.ckpt_path, lines, out, progress=sys.stderr.isatty(), **run)
     print(f"{count} predictions written to {output}", file=sys.stderr)
+
+
+class FormatsAction(argparse.Action):
+    """``--formats``: print :func:`_formats` and exit, like ``--help``."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"formats of --input:\n{_formats()}")
+        parser.exit()
+
+
+def default_device() -> str:
+    """``cuda`` when torch sees a GPU, else ``cpu``."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def read_input(name: str) -> tuple[list[str], str]:

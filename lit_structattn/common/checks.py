@@ -9,16 +9,20 @@ from collections.abc import Iterable
 import torch
 from torch import Tensor
 
+from .suggest import did_you_mean
+
 
 def check_choice(name: str, value: object, valid: Iterable[object]) -> object:
     """``value`` if it is one of ``valid``.
 
     Raises:
-        ValueError: ``"unknown {name} {value!r}; valid: a, b, c"`` otherwise.
+        ValueError: ``"unknown {name} {value!r}; valid: a, b, c"`` otherwise, with "did you
+        mean" the closest valid names where one is close (:mod:`.suggest`).
     """
     valid = tuple(valid)
     if value not in valid:
-        raise ValueError(f"unknown {name} {value!r}; valid: {', '.join(map(str, valid))}")
+        raise ValueError(f"unknown {name} {value!r}; valid: {', '.join(map(str, valid))}"
+                         f"{did_you_mean(value, valid)}")
     return value
 
 

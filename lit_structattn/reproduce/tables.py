@@ -49,6 +49,7 @@ from jsonargparse import ArgumentError, ArgumentParser
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"  # shipped with the package
 TABLE_FILES = CONFIGS / "tables"
 BUDGETS = ("ci", "demo", "cpu", "paper")
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's when it is built
 
 
 @dataclass(frozen=True)
@@ -366,4 +367,30 @@ def load_tables(folder: Path = TABLE_FILES, configs: Path = CONFIGS) -> dict[str
     return tables
 
 
-TABLES: dict[str, Table] = load_tables()
+
+@functools.cache
+def shipped_tables() -> dict[str, Table]:
+    """Every table of the shipped table files (:func:`load_tables`), read on first use."""
+    return load_tables()
+
+
+def __getattr__(name: str) -> Any:
+    """``TABLES`` is :func:`shipped_tables`, read when first asked for: importing this module
+    (the cheap listing of ``structattn experiments``) checks no table file."""
+    if name == "TABLES":
+        return shipped_tables()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def table_index(folder: Path = TABLE_FILES) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """``{table name: (title, row names)}`` of the ``*.yaml`` files of ``folder``, in the order
+    :func:`load_tables` gives, read as plain YAML without checking them (milliseconds, where
+    :func:`load_tables` takes about half a second): the listing of ``structattn experiments``.
+    """
+    index = {}
+    for path in sorted(folder.glob("*.yaml")):
+        document = yaml.load(path.read_text(), Loader=_YAML_LOADER)
+        for name, table in document["tables"].items():
+            index[name] = (table["title"], tuple(row["name"] for row in table["rows"]))
+    return index
+
