@@ -40,6 +40,7 @@ _HYPHEN = re.compile(r"(?<=\w)(-)(?=\w)")
 _LEADING = "([{\"'`$#"
 _TRAILING = ")]}\"',;:!?%"
 _CLITIC = re.compile(r"(?i)^(?P<stem>.+?)(?P<clitic>n['’]t|['’](?:s|re|ve|ll|d|m))$")
+_RUN_AT_START, _RUN_AT_END = re.compile(r"^(.)\1*"), re.compile(r"(.)\1*$")
 #: clitics that are tokens already (``n't``, ``'s``): never split again
 _CLITIC_TOKEN = re.compile(r"(?i)^(?:n['’]t|['’](?:s|re|ve|ll|d|m))$")
 
@@ -81,23 +82,17 @@ def _chunk_words(chunk: str) -> list[str]:
 
 
 def _peel(chunk: str, characters: str, from_end: bool) -> tuple[str, list[str]]:
-    """``chunk`` without its runs of ``characters`` at its start (or end), and those runs as
-    tokens (a run: repeats of one character); a clitic token is left whole."""
+    """``chunk`` without the runs of ``characters`` at its start (or end), and those runs as
+    tokens (a run: repeats of one character); what is left of a chunk is never empty, and a
+    clitic token (``'s``) is left whole."""
+    edge_run = _RUN_AT_END if from_end else _RUN_AT_START
     runs: list[str] = []
-    while chunk and not _CLITIC_TOKEN.match(chunk):
-        edge = chunk[-1] if from_end else chunk[0]
-        if edge not in characters:
+    while not _CLITIC_TOKEN.match(chunk):
+        run = edge_run.search(chunk)[0]
+        if run[0] not in characters or run == chunk:
             break
-        size = len(chunk) - len(chunk.rstrip(edge)) if from_end else len(chunk) - len(
-            chunk.lstrip(edge))
-        if size == len(chunk):  # all punctuation: one token
-            return "", ([chunk] + runs if from_end else runs + [chunk])
-        if from_end:
-            runs.insert(0, chunk[-size:])
-            chunk = chunk[:-size]
-        else:
-            runs.append(chunk[:size])
-            chunk = chunk[size:]
+        runs = [run, *runs] if from_end else [*runs, run]
+        chunk = chunk[: -len(run)] if from_end else chunk[len(run):]
     return chunk, runs
 
 
