@@ -32,7 +32,7 @@ supporting facts in the batch)::
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,7 +76,17 @@ _QUESTION_FIELDS = "expected '<id> <question>\\t<answer>\\t<supporting ids>'"
 
 def parse_babi(lines: Iterable[str], source: str | Path, task: int, memory_size: int = 25,
                answered: bool = True, limit: LengthLimit | None = None) -> list[Question]:
-    """The questions of the lines of a bAbI file (see the module docstring), in order.
+    """The questions of the lines of a bAbI file (:func:`numbered_questions` without the line
+    numbers)."""
+    return [question for _, question in
+            numbered_questions(lines, source, task, memory_size, answered, limit)]
+
+
+def numbered_questions(lines: Iterable[str], source: str | Path, task: int,
+                       memory_size: int = 25, answered: bool = True,
+                       limit: LengthLimit | None = None) -> Iterator[tuple[int, Question]]:
+    """The questions of the lines of a bAbI file (see the module docstring), in order, each
+    with the 1-based number of its line.
 
     Args:
         lines: the lines, numbered from 1 in errors; blank ones are skipped.
@@ -97,7 +107,6 @@ def parse_babi(lines: Iterable[str], source: str | Path, task: int, memory_size:
             is not an earlier statement of the same story, or a sentence longer than
             ``limit``.
     """
-    questions: list[Question] = []
     statements: list[tuple[str, ...]] = []  # of the current story, in order
     slot_of_line: dict[int, int] = {}  # statement id -> its index in ``statements``
     previous_id = 0
@@ -133,9 +142,8 @@ def parse_babi(lines: Iterable[str], source: str | Path, task: int, memory_size:
         first_kept = max(0, len(statements) - memory_size)
         slots = tuple(slot_of_line[int(s)] - first_kept for s in support_ids.split())
         query = _bounded(tokenize(query), limit, source, number)
-        questions.append(Question(task, tuple(statements[first_kept:]), query,
-                                  answer.strip().lower() or None, tuple(max(s, -1) for s in slots)))
-    return questions
+        yield number, Question(task, tuple(statements[first_kept:]), query,
+                               answer.strip().lower() or None, tuple(max(s, -1) for s in slots))
 
 
 def _bounded(words: tuple[str, ...], limit: LengthLimit | None, source: str | Path,
@@ -235,14 +243,17 @@ class StoryCodec(TextCodec):
         return cls(Vocabulary.from_state(state["vocab"]), state["memory_size"],
                    limit_from_state(state, MAX_TOKENS, "words"))
 
-    def parse(self, lines: Iterable[str], source: str = "<input>") -> list[Question]:
+    def parse_numbered(self, lines: Iterable[str], source: str = "<input>"
+                       ) -> tuple[list[int], list[Question]]:
+        """The questions of the lines and the number of each one's line (a record per
+        question; statements and blank lines give none)."""
         try:
-            questions = parse_babi(lines, source, 0, self.memory_size, answered=False,
-                                   limit=self.limit)
+            numbered = list(numbered_questions(lines, source, 0, self.memory_size,
+                                               answered=False, limit=self.limit))
         except MalformedLine as error:
             raise RawInputError(source, error.line, error.problem) from None
         self.limit.warn(source)
-        return questions
+        return [number for number, _ in numbered], [question for _, question in numbered]
 
     def batch(self, examples: Sequence[Question]) -> dict[str, torch.Tensor]:
         """The :func:`collate_questions` batch of ``examples`` (``index`` their position)."""

@@ -126,12 +126,13 @@ def limit_from_state(state: dict[str, Any], default: int, unit: str, truncatable
 
 class BoundedCodec(TextCodec):
     """A text codec whose examples are bounded by ``limit`` (a :class:`LengthLimit`, set by the
-    subclass's constructor and checked in its :meth:`read`): :meth:`parse` warns once with the
-    count of the raw examples it cut."""
+    subclass's constructor and checked in its :meth:`read`): :meth:`parse_numbered` warns once
+    with the count of the raw examples it cut."""
 
     limit: LengthLimit
 
-    def parse(self, lines: Iterable[str], source: str = "<input>") -> list:
-        examples = super().parse(lines, source)
+    def parse_numbered(self, lines: Iterable[str], source: str = "<input>"
+                       ) -> tuple[list[int], list]:
+        numbered = super().parse_numbered(lines, source)
         self.limit.warn(source)
-        return examples
+        return numbered

@@ -26,8 +26,10 @@ and for word-level QE also::
     source          [B, S]     source-vocabulary ids of the source sentence
     source_lengths  [B]
 
-Raw text (a trained model's inputs, :class:`TaggingCodec`): one sentence per line, words
-separated by spaces; its batch is the same layout with the padding tag 0 as every tag.
+Raw text (a trained model's inputs, :class:`TaggingCodec`): one sentence per line, split into
+words the way the DataModule's data was (:mod:`.treebank`: punctuation and English clitics off,
+``New York.`` -> ``New York .``; the tokenizer's name travels with the codec), or as given with
+``pretokenized``; its batch is the same layout with the padding tag 0 as every tag.
 
 Bounded cost (:mod:`.limits`): every sentence read, from a file, the hub or raw text,
 holds at most ``max_tokens`` words (for word-level QE: MT words and source words), refused with
@@ -36,6 +38,7 @@ its ``file:line`` or, with ``length_policy="truncate"``, cut (:func:`bounded_sen
 
 from __future__ import annotations
 
+import copy
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -46,6 +49,7 @@ from typing import Any, NamedTuple
 import torch
 from torch.utils.data import Dataset
 
+from lit_structattn.common.checks import check_choice
 from lit_structattn.common.constants import PAD, PAD_ID
 
 from .batching import pad_rows
@@ -53,6 +57,7 @@ from .files import data_root, require_files
 from .hub import load_hub_dataset
 from .limits import LIMIT_KEYS, BoundedCodec, LengthLimit, limit_from_state
 from .splits import SplitDataModule
+from .treebank import TOKENIZERS
 from .vectors import load_pretrained_vectors
 from .vocabulary import Vocabulary
 
@@ -281,23 +286,28 @@ def untagged(words: tuple[str, ...], source: tuple[str, ...] | None = None,
 class TaggingCodec(BoundedCodec):
     """Raw sentences for a trained tagger (:class:`~lit_structattn.common.codec.TextCodec`):
     the data's word, affix and tag vocabularies, read with the DataModule's word features
-    (:class:`SentenceEncoder`) into its batches (:func:`collate_tagged`). Unknown words and
+    (:class:`SentenceEncoder`) into its batches (:func:`collate_tagged`). A raw sentence is
+    split into words by ``tokenizer`` (a name of :data:`~.treebank.TOKENIZERS`: ``treebank``,
+    CoNLL's and the Penn Treebank's way; ``ud``, UD English-EWT's, which also splits hyphens;
+    ``whitespace``, as given), which already-tokenised text passes unchanged. Unknown words and
     affixes map to ``<unk>``; a raw sentence's tags are unknown, so its ``tags`` row is the
     padding tag 0. Blank lines are skipped. A sentence longer than ``limit`` is refused, or
     cut (:func:`bounded_sentence`).
 
-    Attributes: ``encoder`` (the :class:`SentenceEncoder` of the vocabularies) and ``limit``
+    Attributes: ``encoder`` (the :class:`SentenceEncoder` of the vocabularies), ``limit``
     (the DataModule's :class:`~.limits.LengthLimit`; default ``MAX_TOKENS`` words,
-    refused), kept in :meth:`state`.
+    refused) and ``tokenizer``, kept in :meth:`state` (a codec saved before it kept a
+    tokenizer reads raw text with ``treebank``).
     """
 
-    format = ("one sentence per line, words separated by spaces: "
-              "Peter Blackburn visited Brussels .")
+    format = ("one raw sentence per line, tokenised as the training data was (--pretokenized: "
+              "words separated by spaces): Peter Blackburn visited Brussels.")
 
     def __init__(self, vocab: Vocabulary, affix_vocab: Vocabulary, tag_vocab: Vocabulary,
-                 limit: LengthLimit | None = None) -> None:
+                 limit: LengthLimit | None = None, tokenizer: str = "treebank") -> None:
         self.encoder = SentenceEncoder(vocab, affix_vocab, tag_vocab)
         self.limit = limit or LengthLimit(MAX_TOKENS)
+        self.tokenizer = check_choice("tokenizer", tokenizer, TOKENIZERS)
 
     def vocabularies(self) -> dict[str, Vocabulary]:
         """The codec's vocabularies by the name of their constructor argument."""
@@ -307,25 +317,43 @@ class TaggingCodec(BoundedCodec):
 
     def state(self) -> dict[str, Any]:
         vocabularies = {name: vocab.state() for name, vocab in self.vocabularies().items()}
-        return {**vocabularies, **self.limit.state()}
+        return {**vocabularies, **self.limit.state(), "tokenizer": self.tokenizer}
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> TaggingCodec:
-        """The codec of :meth:`state`; a state saved without the limit gets the default."""
+        """The codec of :meth:`state`; a state saved without the limit or the tokenizer gets
+        the class's default."""
         vocabularies = {name: Vocabulary.from_state(vocab) for name, vocab in state.items()
-                        if name not in LIMIT_KEYS}
-        return cls(**vocabularies, limit=limit_from_state(state, MAX_TOKENS, "words"))
+                        if name not in (*LIMIT_KEYS, "tokenizer")}
+        codec = cls(**vocabularies, limit=limit_from_state(state, MAX_TOKENS, "words"))
+        codec.tokenizer = check_choice("tokenizer", state.get("tokenizer", codec.tokenizer),
+                                       TOKENIZERS)
+        return codec
+
+    def pretokenized(self) -> TaggingCodec:
+        """A copy reading words separated by whitespace as they are (tokenizer
+        ``whitespace``)."""
+        codec = copy.copy(self)
+        codec.tokenizer = "whitespace"
+        return codec
+
+    def words(self, sentence: str | Sequence[str]) -> tuple[str, ...]:
+        """The words of a raw sentence: a string split by ``tokenizer``, or its words as
+        given; ``ValueError`` if there are none."""
+        if isinstance(sentence, str):
+            sentence = TOKENIZERS[self.tokenizer](sentence)
+        return raw_words(sentence)
 
     def example(self, words: str | Sequence[str], source: str | Sequence[str] | None = None,
                 alignment: str | Iterable[tuple[int, int]] | None = None) -> TaggedSentence:
-        """A raw sentence (a string split on whitespace, or its words) as an untagged
+        """A raw sentence (a string, tokenised: :meth:`words`, or its words) as an untagged
         :class:`TaggedSentence` within ``limit``; ``ValueError`` if it is empty or too long, or
         if a source sentence or an alignment comes with it (only word-level QE reads them,
         :class:`~.word_qe.QECodec`)."""
         if source is not None or alignment is not None:
             raise ValueError("a source sentence or an alignment for a tagger that reads none "
                              "(it is not a word-level QE model)")
-        return bounded_sentence(untagged(raw_words(words)), self.limit)
+        return bounded_sentence(untagged(self.words(words)), self.limit)
 
     def fields(self, line: str) -> tuple[str, ...]:
         """The arguments of :meth:`example` in one raw line; ``ValueError`` if it is malformed
@@ -407,6 +435,9 @@ class TaggingDataModule(SplitDataModule):
 
     #: sub-folder of :func:`data_root` used when neither ``data_dir`` nor ``hub_name`` is given
     default_folder: str = ""
+    #: how the dataset's sentences were split into words (a name of
+    #: :data:`~.treebank.TOKENIZERS`), which a trained tagger's codec uses on raw sentences
+    tokenizer: str = "treebank"
     #: where the data comes from, appended to missing-file errors
     source_hint: str = ""
 
@@ -533,9 +564,11 @@ class TaggingDataModule(SplitDataModule):
     collate = staticmethod(collate_tagged)  # batches of the length-bucketed loaders
 
     def text_codec(self) -> TaggingCodec:
-        """What a trained tagger keeps to read raw sentences (its checkpoint saves it)."""
+        """What a trained tagger keeps to read raw sentences (its checkpoint saves it), with
+        the data's :attr:`tokenizer`."""
         self.set_up()
-        return TaggingCodec(self.vocab, self.affix_vocab, self.tag_vocab, self.limit)
+        return TaggingCodec(self.vocab, self.affix_vocab, self.tag_vocab, self.limit,
+                            self.tokenizer)
 
     # What the tagger (EasyFirstTagger) and its task (TaggingTask) take from the data: the CLI
     # links each into the argument of the same name when it instantiates the classes, before

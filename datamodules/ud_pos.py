@@ -141,6 +141,7 @@ class UDPOSDataModule(TaggingDataModule):
     (UPOS ids, 0 = padding), ``lengths [B]``, ``index [B]``.
     """
 
+    tokenizer = "ud"  # UD English-EWT splits hyphens too (15-year -> 15 - year)
     default_folder = "ud_english_ewt"
     source_hint = ("Universal Dependencies treebanks come from "
                    "https://universaldependencies.org (e.g. github.com/UniversalDependencies/"

@@ -140,7 +140,8 @@ class QECodec(TaggingCodec):
 
     def __init__(self, vocab: Vocabulary, affix_vocab: Vocabulary, tag_vocab: Vocabulary,
                  source_vocab: Vocabulary, limit: LengthLimit | None = None) -> None:
-        super().__init__(vocab, affix_vocab, tag_vocab, limit)
+        # the alignment counts the words as given: QE input is never tokenised again
+        super().__init__(vocab, affix_vocab, tag_vocab, limit, tokenizer="whitespace")
         self.encoder.source_vocab = source_vocab
 
     def vocabularies(self) -> dict[str, Vocabulary]:

@@ -1,5 +1,6 @@
 """What the raw-text tests of every family share: a fresh process without data, and
-``structattn predict`` on a raw file, succeeding (its JSONL records) or refusing a bad line."""
+``structattn predict`` on a raw file, succeeding (its JSONL records) or refusing a bad line, and
+the records' line numbers set apart."""
 
 from __future__ import annotations
 
@@ -43,6 +44,14 @@ def predict_raw(checkpoint: Path, raw: Path, tmp_path: Path) -> list[dict]:
                      "--output", str(output), cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]
     return [json.loads(line) for line in output.read_text().splitlines()]
+
+
+def numbered(records: list[dict]) -> tuple[list[int], list[dict]]:
+    """The ``line`` of every record, and the records without it (as a family's ``records``
+    makes them)."""
+    return ([record["line"] for record in records],
+            [{key: value for key, value in record.items() if key != "line"}
+             for record in records])
 
 
 def refused(checkpoint: Path, raw: Path, line: int, capsys) -> str:

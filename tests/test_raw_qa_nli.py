@@ -18,7 +18,7 @@ from lit_structattn.datamodules.vocabulary import Vocabulary
 from lit_structattn.prepare.parser import parser_settings
 from lit_structattn.run.lightning_cli import build_cli
 from lit_structattn.tasks import load_task
-from tests.raw_prediction import fresh_process, predict_raw, refused
+from tests.raw_prediction import fresh_process, numbered, predict_raw, refused
 from tests.test_babi_cli import tiny as babi_args
 from tests.test_babi_data import STORY
 from tests.test_cache_keys import cache_parser, write_treebank
@@ -107,7 +107,8 @@ def test_raw_stories_answer_as_the_datamodule_batches(babi, row):
     unanswered = [line.split("\t")[0] for line in STORY.splitlines()]  # answers left out
     questions = task.text_codec.parse(unanswered)
     assert [q.memory for q in questions] == [q.memory for q in data.datasets["test"].questions]
-    assert task.predict_examples([questions[i] for i in batch["index"]], 4) == expected
+    lines, records = numbered(task.predict_examples([questions[i] for i in batch["index"]], 4))
+    assert lines == [1, 2, 3] and records == expected  # without line numbers: positions
 
 
 def test_structattn_predict_answers_a_babi_file(babi, tmp_path, capsys):
@@ -116,6 +117,7 @@ def test_structattn_predict_answers_a_babi_file(babi, tmp_path, capsys):
     records = predict_raw(babi["binary_crf"], raw, tmp_path)
     assert [r["question"] for r in records] == ["where is mary", "where is daniel",
                                                 "where is the football", "where is sandra"]
+    assert [r["line"] for r in records] == [3, 6, 9, 12]  # the questions' lines (11: blank)
     assert records[-1]["story"] == ["sandra went to the garden"]
     raw.write_text("1 Mary moved to the bathroom.\n3 Where is Mary?\n")
     assert "id 3 does not follow 1" in refused(babi["softmax"], raw, 2, capsys)
@@ -208,7 +210,8 @@ def test_raw_pairs_classify_as_the_datamodule_batches(nli, tmp_path):
     expected = task.predict_step(batch, 0)
     pairs = [data.datasets["test"].pairs[i] for i in batch["index"]]
     lines = [f"{' '.join(p.premise)}\t{' '.join(p.hypothesis)}" for p in pairs]
-    assert task.predict_text(lines, batch_size=len(lines)) == expected
+    assert numbered(task.predict_text(lines, batch_size=len(lines))) == (
+        list(range(1, len(lines) + 1)), expected)
 
 
 def test_structattn_predict_classifies_a_pair_file(nli, tmp_path, capsys):
@@ -216,6 +219,7 @@ def test_structattn_predict_classifies_a_pair_file(nli, tmp_path, capsys):
     raw.write_text("w0 sees w1.\tw1 w2\n\nw2 sees w3 .\tw3 sleeps\n")
     records = predict_raw(nli["checkpoint"], raw, tmp_path)
     assert [r["hypothesis"] for r in records] == [["w1", "w2"], ["w3", "<unk>"]]
+    assert [r["line"] for r in records] == [1, 3]  # the blank line 2 gives none
     raw.write_text("w0 sees w1.\tw1 w2\nw2 sees w3 .\n")
     assert "expected premise<TAB>hypothesis" in refused(nli["checkpoint"], raw, 2, capsys)
 
@@ -275,13 +279,14 @@ def test_raw_sequences_classify_as_the_datamodule_batches(needle):
     expected = task.predict_step(batch, 0)
     lines = [" ".join(map(str, row[:n].tolist()))
              for row, n in zip(batch["tokens"], batch["lengths"], strict=True)]
-    assert task.predict_text(lines, batch_size=12) == expected
+    assert numbered(task.predict_text(lines, batch_size=12)) == (list(range(1, 13)), expected)
 
 
 def test_structattn_predict_classifies_a_sequence_file(needle, tmp_path, capsys):
     raw = tmp_path / "sequences.txt"
     raw.write_text("5 1 7 3\n\n2 1 4\n")
-    assert [r["tokens"] for r in predict_raw(needle, raw, tmp_path)] == [[5, 1, 7, 3], [2, 1, 4]]
+    lines, records = numbered(predict_raw(needle, raw, tmp_path))
+    assert [r["tokens"] for r in records] == [[5, 1, 7, 3], [2, 1, 4]] and lines == [1, 3]
     raw.write_text("5 1 7 3\n2 1 20 x 0\n")
     assert "token ids outside 1..19: 20 x 0" in refused(needle, raw, 2, capsys)
 

@@ -24,7 +24,7 @@ def test_readme_python_snippets_run():
     assert "tensor([[0.5000, 0.5000, 0.0000]])" in printed
     assert "torch.Size([2, 16]) torch.Size([2, 5])" in printed
     # the raw-text example: a tree-transduction checkpoint read back by load_task
-    assert "['attention', 'input', 'parents', 'prediction']\n9 10\n" in printed
+    assert "['attention', 'input', 'line', 'parents', 'prediction']\n9 10\n" in printed
 
 
 def attention_matrix() -> str:

@@ -1,21 +1,26 @@
 """Raw text through a trained tagger: an NER model with a CRF and easy-first sketch steps, and
 a word-level QE model, each fitted on tiny generated files, load in a fresh process without
 data and tag raw sentences (``TaggingTask.tag``, ``predict_text``, ``structattn predict``)
-exactly as the DataModule's batches are tagged; malformed lines are named by file and line."""
+exactly as the DataModule's batches are tagged, tokenised as the training data was (or as given,
+``pretokenized``), each record with its line number, blank lines skipped alike in the API and
+the CLI; malformed lines are named by file and line."""
 
 from __future__ import annotations
+
+import json
 
 import lightning as L
 import pytest
 import torch
 
+from lit_structattn.cli import command as cli
 from lit_structattn.common.codec import RawInputError, codec_record, restore_codec
 from lit_structattn.datamodules.conll_ner import CoNLLNERDataModule
 from lit_structattn.datamodules.tagging import TaggedSentence, TaggingCodec, collate_tagged
 from lit_structattn.datamodules.word_qe import QECodec, WordQEDataModule
 from lit_structattn.run.lightning_cli import build_cli
 from lit_structattn.tasks import TaggingTask, load_task
-from tests.raw_prediction import fresh_process, predict_raw, refused
+from tests.raw_prediction import fresh_process, numbered, predict_raw, refused
 from tests.test_tagging_cli import EASY
 from tests.test_vectors import tiny_qe
 
@@ -146,16 +151,55 @@ def test_structattn_predict_tags_a_raw_file_and_names_a_bad_line(ner, tmp_path, 
     raw.write_text("\n".join(RAW) + "\n\n")
     records = predict_raw(checkpoint, raw, tmp_path)
     assert [r["words"] for r in records] == [line.split() for line in RAW]
+    assert [r["line"] for r in records] == [1, 2]
 
     raw.write_text(RAW[0] + "\n" + QE_RAW[0] + "\n")  # a QE line for an NER model
     stderr = refused(checkpoint, raw, 2, capsys)
     assert f"structattn: error: {raw}:2: a tab in the sentence" in stderr
 
 
-def test_tag_names_an_empty_sentence(ner):
+UNTOKENISED = "Peter Blackburn visited Brussels.\n\n  \nZzyzx rejects the EU's call.\n"
+TOKENISED = [["Peter", "Blackburn", "visited", "Brussels", "."],
+             ["Zzyzx", "rejects", "the", "EU", "'s", "call", "."]]
+
+
+def predict_in_process(checkpoint, raw, *options: str) -> list[dict]:
+    """The records ``structattn predict`` writes for the file ``raw`` (in this process: the
+    same arithmetic as the API's, to the last digit)."""
+    output = raw.with_suffix(".jsonl")
+    cli.main(["predict", "--ckpt_path", str(checkpoint), "--input", str(raw), "--output",
+              str(output), *options])
+    return [json.loads(line) for line in output.read_text().splitlines()]
+
+
+def test_raw_text_is_tokenised_numbered_and_blank_lines_skipped_alike(ner, tmp_path):
+    checkpoint, _ = ner
+    task = load_task(checkpoint)
+    raw = tmp_path / "raw.txt"
+    raw.write_text(UNTOKENISED)
+    records = predict_in_process(checkpoint, raw)
+    lines, tagged = numbered(records)
+    assert lines == [1, 4] and [r["words"] for r in tagged] == TOKENISED
+    assert task.tag(UNTOKENISED.splitlines()) == records  # blank sentences: no record either
+    assert task.predict_text(UNTOKENISED.splitlines()) == records
+    assert task.tag(["", [], *UNTOKENISED.splitlines()])[0]["line"] == 3  # positions
+    assert numbered(task.tag(TOKENISED)) == ([1, 2], tagged)  # lists of words: as they are
+    assert task.tag(UNTOKENISED.splitlines()[0]) == records[:1]  # a bare string: one sentence
+    assert task.tag("   ") == []
+
+    as_given = predict_in_process(checkpoint, raw, "--pretokenized")
+    assert [r["words"] for r in as_given] == [line.split() for line in UNTOKENISED.splitlines()
+                                              if line.strip()]
+    assert [r["line"] for r in as_given] == [1, 4]
+    assert task.tag(UNTOKENISED.splitlines(), pretokenized=True) == as_given
+    assert task.predict_text(UNTOKENISED, pretokenized=True) == as_given  # a file's text
+
+
+def test_tag_names_a_bad_sentence_by_its_position(ner):
     task = load_task(ner[0])
-    with pytest.raises(RawInputError, match=r"<input>:2: empty sentence"):
-        task.tag(["EU rejects", "  "])
+    limit = task.text_codec.limit.max_tokens
+    with pytest.raises(RawInputError, match=rf"<input>:3: sentence of {limit + 1} words is "):
+        task.tag(["EU rejects", " ", "EU " * (limit + 1)])
     with pytest.raises(RawInputError, match=r"<input>:1: a source sentence .* reads none"):
         task.tag(["EU rejects"], sources=["a"], alignments=["0-0"])
 
@@ -208,7 +252,8 @@ def test_fresh_process_estimates_raw_qe_examples(qe, tmp_path):
         print(json.dumps({{"class": type(task.text_codec).__name__, "records": records}}))
     """)
     assert out["class"] == "QECodec"
-    for line, record in zip(QE_RAW, out["records"], strict=True):
+    for number, (line, record) in enumerate(zip(QE_RAW, out["records"], strict=True), 1):
+        assert record["line"] == number
         mt, source, _ = line.split("\t")
         check_record(record, mt.split(), ["BAD", "OK"], steps=5)
         assert record["source"] == source.split()

@@ -14,7 +14,7 @@ from lit_structattn.datamodules.morphology import InflectionCodec, InflectionDat
 from lit_structattn.datamodules.tree_transduction import FormulaCodec, TreeTransductionDataModule
 from lit_structattn.datamodules.vocabulary import Vocabulary
 from lit_structattn.tasks import load_task
-from tests.raw_prediction import fresh_process, predict_raw, refused
+from tests.raw_prediction import fresh_process, numbered, predict_raw, refused
 from tests.test_seq2seq_cli import trained  # noqa: F401 (the fixture)
 
 FORMULAS = ["( + 1 2 )", "( * 3 ( + 4 5 ) 6 )"]
@@ -51,16 +51,18 @@ def test_raw_formulas_predict_as_the_datamodule_batches(trained):  # noqa: F811
     expected = task.predict_step(batch, 0)
     lines = [" ".join(data.vocab.decode(row[:n]))
              for row, n in zip(batch["src"], batch["src_lengths"], strict=True)]
-    assert task.predict_text(lines, batch_size=7) == expected
+    assert numbered(task.predict_text(lines, batch_size=7)) == (
+        list(range(1, len(lines) + 1)), expected)
 
 
 def test_structattn_predict_writes_jsonl_and_names_a_bad_line(trained, tmp_path,  # noqa: F811
                                                               capsys):
     last = next(trained.rglob("last.ckpt"))
     raw = tmp_path / "formulas.txt"
-    raw.write_text("\n".join(FORMULAS) + "\n\n")
+    raw.write_text("\n \n".join(FORMULAS) + "\n\n")
     records = predict_raw(last, raw, tmp_path)
     assert [r["input"] for r in records] == FORMULAS
+    assert [r["line"] for r in records] == [1, 3]  # a blank line gives no record
 
     raw.write_text("( + 1 2 )\n( + 1 7\n")
     assert f"{raw}:2: unbalanced '('" in refused(last, raw, 2, capsys)

@@ -19,7 +19,7 @@ from lit_structattn.datamodules.translation import (
     collate_pairs,
 )
 from lit_structattn.tasks import load_task
-from tests.raw_prediction import fresh_process, predict_raw, refused
+from tests.raw_prediction import fresh_process, numbered, predict_raw, refused
 from tests.test_translation_task import cli_for, corpus, tiny  # noqa: F401 (the fixture)
 
 SENTENCES = ["Der Hund spielt im Park.", "Die Katze schläft und isst im Garten!"]
@@ -93,7 +93,8 @@ def test_raw_sentences_translate_as_the_datamodule_batches(runs, row):
     task = load_task(last).eval()
     batch = next(iter(data.test_dataloader()))
     sentences = [data.datasets["test"].pairs[i][0] for i in batch["index"].tolist()]
-    records = task.translate(sentences, batch_size=len(sentences))
+    lines, records = numbered(task.translate(sentences, batch_size=len(sentences)))
+    assert lines == list(range(1, len(sentences) + 1))
     with torch.no_grad():
         expected = task.predict_step(batch, 0)
         greedy = [data.detokenize(ids) for ids in task.decode(batch, beam=1)]
@@ -114,9 +115,10 @@ def test_raw_sentences_translate_as_the_datamodule_batches(runs, row):
 def test_structattn_predict_writes_jsonl_and_names_a_bad_line(runs, tmp_path, capsys):
     _, last = runs["csparsemax_predicted"]
     raw = tmp_path / "sentences.de"
-    raw.write_text("\n".join(SENTENCES) + "\n\n")
+    raw.write_text("\n\n".join(SENTENCES) + "\n\n")
     records = predict_raw(last, raw, tmp_path)
     assert [r["source"] for r in records] == SENTENCES
+    assert [r["line"] for r in records] == [1, 3]  # blank lines give no record
     assert all(r["target_pieces"] and r["translation"] for r in records)
 
     raw.write_text("Der Hund läuft.\n\x01\x02\n")

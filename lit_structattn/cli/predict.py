@@ -1,5 +1,8 @@
 """``structattn predict --ckpt_path CKPT --input FILE``: a trained model's predictions on a raw
-text file, written as JSONL (one record per example, as they are made).
+text file, written as JSONL (one record per example, as they are made, each with ``line``: the
+1-based number of the input line it came from). A blank line is no example and gives no record,
+as in the Python API (``predict_text``, ``tag``); a tagger tokenises each line the way its
+training data was (``--pretokenized``: words separated by spaces, read as they are).
 
 The checkpoint is all it needs: the task's class and the data's text codec (vocabularies,
 tag sets, subword model) travel in it, so no config and no training data are read. Each
@@ -47,14 +50,16 @@ def _formats() -> str:
 
 def predict_file(checkpoint: str | Path, lines: list[str], output, source: str = "<input>",
                  batch_size: int = 32, device: str = "cpu", progress: bool = False,
-                 trusted: bool = False) -> int:
+                 trusted: bool = False, pretokenized: bool = False) -> int:
     """Write the predictions of the raw ``lines`` (the checkpoint family's format) to the
-    text stream ``output`` as JSONL; returns how many records it wrote. ``trusted``: see
-    :func:`~lit_structattn.tasks.base.load_task`."""
+    text stream ``output`` as JSONL, each record with its ``line`` number; returns how many
+    records it wrote. ``trusted``: see :func:`~lit_structattn.tasks.base.load_task`;
+    ``pretokenized``: see :meth:`~lit_structattn.tasks.base.Task.predict_text`."""
     from ..tasks.base import load_task  # torch, Lightning and the models: not for --help
 
     task = load_task(checkpoint, map_location=device, trusted=trusted)
-    examples = task.text_codec.parse(lines, source)
+    codec = task.text_codec.pretokenized() if pretokenized else task.text_codec
+    numbers, examples = codec.parse_numbered(lines, source)
     starts = range(0, len(examples), batch_size)
     if progress:
         from tqdm import tqdm
@@ -62,7 +67,8 @@ def predict_file(checkpoint: str | Path, lines: list[str], output, source: str =
         starts = tqdm(starts, desc="predict", unit="batch")
     written = 0
     for start in starts:
-        for record in task.predict_examples(examples[start : start + batch_size], batch_size):
+        chunk = slice(start, start + batch_size)
+        for record in task.predict_examples(examples[chunk], batch_size, numbers[chunk]):
             output.write(json.dumps(record, ensure_ascii=False) + "\n")
             written += 1
         output.flush()
@@ -87,6 +93,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--output", default="predictions.jsonl",
                         help="the JSONL file to write ('-': standard output; default: "
                         "%(default)s)")
+    parser.add_argument("--pretokenized", action="store_true",
+                        help="a tagger reads each line's words, separated by spaces, as they are "
+                        "(default: it tokenises raw sentences as its training data was)")
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--device", default=None,
                         help="where the model runs (default: cuda when there is one, else cpu)")
@@ -99,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
         raise FileNotFoundError(f"--ckpt_path: no checkpoint at {args.ckpt_path}")
     lines, source = read_input(args.input)
     run = dict(source=source, batch_size=args.batch_size, device=args.device,
-               trusted=args.trust_checkpoint)
+               trusted=args.trust_checkpoint, pretokenized=args.pretokenized)
     if args.output == "-":
         predict_file(args.ckpt_path, lines, sys.stdout, **run)
         return

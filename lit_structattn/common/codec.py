@@ -6,6 +6,12 @@ A DataModule makes its family's codec from what it built in ``setup`` (``text_co
 vocabularies, tag sets, the subword model, fertility tables. The task saves it in every
 checkpoint as plain Python values and tensors (what ``torch.load(weights_only=True)`` reads),
 so ``load_from_checkpoint`` in a fresh process rebuilds it without the training data.
+
+Raw input, one rule for every family and every way in (``predict_text``, a family's method
+such as ``tag``, ``structattn predict``): a blank line (or an empty sentence, a string of
+whitespace or no words) is not an example and gives no record; every other line gives its
+record(s), each carrying ``line``, the 1-based number of the input line it came from (for a
+list given to the API, its 1-based position), so the output can be matched to the input.
 """
 
 from __future__ import annotations
@@ -40,6 +46,14 @@ def raw_input_at(source: str, number: int) -> Iterator[None]:
         raise RawInputError(source, number, str(error)) from None
 
 
+def is_blank(text: str | Sequence[str]) -> bool:
+    """Whether a raw line, or a sentence given as a string or as its words, holds no example
+    (whitespace only, or no word that is not)."""
+    if isinstance(text, str):
+        return not text.strip()
+    return not any(str(word).strip() for word in text)
+
+
 class TextCodec:
     """Reads a family's raw inputs into batches, and back into text.
 
@@ -48,9 +62,9 @@ class TextCodec:
     - :meth:`state` / :meth:`from_state`: the codec as plain values (lists of strings,
       numbers, tensors) and back;
     - :meth:`read`: one line of a raw file in the family's natural format -> one example (any
-      picklable object), ``ValueError`` with the reason for a bad one; :meth:`parse` reads a
-      file's lines with it (a family whose examples span lines, bAbI's stories, overrides
-      :meth:`parse` instead);
+      picklable object), ``ValueError`` with the reason for a bad one; :meth:`parse_numbered`
+      reads a file's lines with it (a family whose examples span lines, bAbI's stories,
+      overrides :meth:`parse_numbered` instead);
     - :meth:`batch`: a list of examples -> the batch dict the family's task reads (tensors,
       the same layout as the DataModule's batches, ``index [B]`` the example's position).
     """
@@ -73,14 +87,29 @@ class TextCodec:
         raise NotImplementedError
 
     def parse(self, lines: Iterable[str], source: str = "<input>") -> list:
-        """The examples of the non-blank ``lines`` (:meth:`read`); a malformed line raises
-        :class:`RawInputError` naming ``source`` and its number."""
-        examples = []
+        """The examples of the non-blank ``lines`` (:meth:`parse_numbered` without the
+        numbers)."""
+        return self.parse_numbered(lines, source)[1]
+
+    def parse_numbered(self, lines: Iterable[str], source: str = "<input>"
+                       ) -> tuple[list[int], list]:
+        """The examples of the non-blank ``lines`` (:meth:`read`; blank ones are skipped, see
+        the module docstring) and the 1-based number of the line of each; a malformed line
+        raises :class:`RawInputError` naming ``source`` and its number."""
+        numbers, examples = [], []
         for number, line in enumerate(lines, start=1):
-            if line.strip():
+            if not is_blank(line):
                 with raw_input_at(source, number):
                     examples.append(self.read(line.rstrip("\r\n")))
-        return examples
+                numbers.append(number)
+        return numbers, examples
+
+    def pretokenized(self) -> TextCodec:
+        """This codec reading whitespace-separated words as they are, without tokenising
+        (``pretokenized=True``, ``--pretokenized``); ``ValueError`` for a family whose raw
+        format is read one way only (only the taggers tokenise raw sentences)."""
+        raise ValueError(f"{type(self).__name__} reads its format one way only: pretokenized "
+                         "input applies to the taggers (POS, NER), which tokenise raw sentences")
 
     def batch(self, examples: Sequence) -> dict[str, torch.Tensor]:
         """The batch of ``examples`` (``B`` of them), in the DataModule's layout, with

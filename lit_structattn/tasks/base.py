@@ -224,15 +224,29 @@ class Task(L.LightningModule):
         saved before checkpoints kept it; the next checkpoint keeps it."""
         self._codec = codec
 
-    def predict_text(self, lines: Iterable[str], source: str = "<input>",
-                     batch_size: int = 32) -> list[dict]:
+    def predict_text(self, lines: str | Iterable[str], source: str = "<input>",
+                     batch_size: int = 32, pretokenized: bool = False) -> list[dict]:
         """Predictions of the lines of a raw file in the family's natural format (the codec's
-        ``format``; errors name ``source`` and the line): one JSON-ready record per example."""
-        return self.predict_examples(self.text_codec.parse(lines, source), batch_size)
+        ``format``; errors name ``source`` and the line): one JSON-ready record per example,
+        ``line`` (the 1-based number of its line) first; blank lines give none (see
+        :mod:`~lit_structattn.common.codec`). A string is the text of a file (one line: one
+        sentence). ``pretokenized``: a tagger reads words separated by whitespace as they are
+        instead of tokenising (other families refuse it)."""
+        if isinstance(lines, str):
+            lines = lines.splitlines()
+        codec = self.text_codec.pretokenized() if pretokenized else self.text_codec
+        numbers, examples = codec.parse_numbered(lines, source)
+        return self.predict_examples(examples, batch_size, numbers)
 
-    def predict_examples(self, examples: Sequence, batch_size: int = 32) -> list[dict]:
+    def predict_examples(self, examples: Sequence, batch_size: int = 32,
+                         lines: Sequence[int] | None = None) -> list[dict]:
         """One JSON-ready record (:meth:`records`) per parsed example, in batches of
-        ``batch_size``, in evaluation mode and without gradients."""
+        ``batch_size``, in evaluation mode and without gradients, each starting with ``line``:
+        the example's entry of ``lines`` (the numbers of their input lines; None: their
+        1-based positions)."""
+        lines = range(1, len(examples) + 1) if lines is None else lines
+        if len(lines) != len(examples):
+            raise ValueError(f"{len(lines)} line numbers for {len(examples)} examples")
         was_training = self.training
         self.eval()
         records: list[dict] = []
@@ -244,7 +258,7 @@ class Task(L.LightningModule):
                     records.extend(self.records(batch, chunk))
         finally:
             self.train(was_training)
-        return records
+        return [{"line": line, **record} for line, record in zip(lines, records, strict=True)]
 
     def records(self, batch: dict[str, torch.Tensor], examples: Sequence | None = None
                 ) -> list[dict]:

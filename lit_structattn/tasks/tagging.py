@@ -21,7 +21,7 @@ from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from lightning.pytorch.plugins.precision import MixedPrecision
 
 from ..common.checks import check_choice
-from ..common.codec import raw_input_at
+from ..common.codec import is_blank, raw_input_at
 from ..common.rounding import rounded
 from ..datamodules.tagging import TaggedSentence
 from ..figures.plots import Raindrop
@@ -138,33 +138,45 @@ class TaggingTask(Task):
 
     # ------------------------------------------------------------------ predictions
 
-    def tag(self, sentences: Sequence[str | Sequence[str]], batch_size: int = 32, *,
-            sources: Sequence[str | Sequence[str]] | None = None,
+    def tag(self, sentences: str | Sequence[str | Sequence[str]], batch_size: int = 32, *,
+            pretokenized: bool = False, sources: Sequence[str | Sequence[str]] | None = None,
             alignments: Sequence[str | Sequence[tuple[int, int]]] | None = None) -> list[dict]:
-        """The tags of raw sentences, one :meth:`records` record per sentence. A sentence is a
-        string (split on whitespace) or its list of words. A word-level QE model also reads,
-        per (MT) sentence, its source sentence (``sources``, the same forms) and their
-        alignment (``alignments``: ``"0-0 1-2"`` or ``(source i, MT j)`` pairs, 0-based).
-        Errors name the sentence's position (``<input>:3: empty sentence``)."""
+        """The tags of raw sentences, one :meth:`records` record per sentence, ``line`` (its
+        1-based position in ``sentences``) first and ``words`` the words it tagged.
+
+        A sentence is a string, split into words the way the training data was (the codec's
+        ``tokenizer``: ``"I live in New York."`` -> ``I live in New York .``; with
+        ``pretokenized``, on whitespace only), or its list of words, taken as they are; a bare
+        string is one sentence. A blank sentence (whitespace, or no words) gives no record, as
+        a blank line does for ``structattn predict``. A word-level QE model also reads, per
+        (MT) sentence, its source sentence (``sources``, the same forms) and their alignment
+        (``alignments``: ``"0-0 1-2"`` or ``(source i, MT j)`` pairs, 0-based); its sentences
+        are words separated by whitespace, never tokenised (the alignment counts them). Errors
+        name the sentence's position (``<input>:3: sentence of 120 words ...``)."""
+        if isinstance(sentences, str):
+            sentences, sources, alignments = [sentences], _one(sources), _one(alignments)
         sentences = list(sentences)
         for name, given in (("sources", sources), ("alignments", alignments)):
             if given is not None and len(given) != len(sentences):
                 raise ValueError(f"{len(given)} {name} for {len(sentences)} sentences")
-        codec = self.text_codec
-        examples = []
+        codec = self.text_codec.pretokenized() if pretokenized else self.text_codec
+        lines, examples = [], []
         for n, words in enumerate(sentences):
+            if is_blank(words):
+                continue
             with raw_input_at("<input>", n + 1):
                 examples.append(codec.example(words, None if sources is None else sources[n],
                                               None if alignments is None else alignments[n]))
-        return self.predict_examples(examples, batch_size)
+            lines.append(n + 1)
+        return self.predict_examples(examples, batch_size, lines)
 
     def records(self, batch: dict[str, torch.Tensor],
                 examples: Sequence[TaggedSentence] | None = None) -> list[dict]:
         """One JSON-ready record per sentence of ``batch`` (``examples``: its sentences, in
         the batch's order; None: the DataModule's test sentences at the batch's ``index``):
 
-        - ``words``: the words as given (an unknown word too, not ``<unk>``); for word-level
-          QE also ``source``, the source sentence's words;
+        - ``words``: the words it tagged, as read (tokenised; an unknown word too, not
+          ``<unk>``); for word-level QE also ``source``, the source sentence's words;
         - ``tags``: the predicted tag of every word (Viterbi under a CRF, else the best tag);
         - ``attention [steps, T]``: the easy-first attention over the words at every sketch
           step (absent without sketch steps: the BiLSTM baselines);
@@ -228,6 +240,11 @@ class TaggingTask(Task):
         if self.device.type == "cpu" and not mixed and fusable(self.optimizer):
             return self.optimizer(self.parameters(), fused=True)
         return super().configure_optimizers()
+
+
+def _one(given: object | None) -> list | None:
+    """``given`` (one sentence's source or alignment) as a list of one, or None."""
+    return None if given is None else [given]
 
 
 def fusable(optimizer: OptimizerCallable) -> bool:
