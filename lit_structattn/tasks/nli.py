@@ -13,7 +13,7 @@ from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torchmetrics.classification import MulticlassAccuracy
 
 from ..common.rounding import rounded
-from ..figures.plots import AttentionMap
+from ..figures.plots import AttentionMap, Parse
 from ..models.decomposable import SUPERVISED, DecomposableAttention, DecomposableOutput
 from ..models.parser import DependencyParser
 from .base import Task
@@ -193,7 +193,8 @@ class NLITask(Task):
         :class:`~lit_structattn.figures.callbacks.AttentionFigures`): the premise -> hypothesis
         attention and, with intra-sentence attention, the premise's soft parents (each row a
         word's distribution over heads, ``$`` = root) and its Eisner parse (the argmax tree of
-        the parsing layer's scores; for ``hard_parent`` the supervised parse)."""
+        the parsing layer's scores; for ``hard_parent`` the supervised parse; drawn as a tree
+        when it is not flat, see :func:`~lit_structattn.figures.plots.plot_latent_parse`)."""
         batch = {key: value[:limit] for key, value in batch.items()}
         output = self(batch)
         model = self.model
@@ -210,9 +211,9 @@ class NLITask(Task):
                 "premise -> hypothesis attention", output.premise_attention[b, :n, :m], premise,
                 hypothesis)))
             if heads is not None:
+                parents = output.premise_parents[b].T[1 : n + 1, : n + 1]
                 figures.append((f"self_attention/example_{b}", AttentionMap(
-                    "soft parents p(head | word)", output.premise_parents[b].T[1 : n + 1, : n + 1],
-                    premise, ["$", *premise])))
-                figures.append((f"parse/example_{b}", (["$", *premise], heads[b, : n + 1].tolist(),
-                                                       "Eisner argmax parse")))
+                    "soft parents p(head | word)", parents, premise, ["$", *premise])))
+                figures.append((f"parse/example_{b}", Parse(
+                    "Eisner argmax parse", ["$", *premise], heads[b, : n + 1].tolist(), parents)))
         return figures

@@ -21,7 +21,7 @@ from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from ..common.checks import check_choice
 from ..common.constants import EOS
 from ..common.rounding import rounded
-from ..figures.plots import AttentionMap
+from ..figures.plots import AttentionMap, Parse
 from ..metrics import ExactMatch, LengthToFailure
 from ..models.seq2seq import Seq2Seq
 from .base import Task
@@ -152,7 +152,8 @@ class TransductionTask(Task):
         """Figures of the first ``limit`` examples (for
         :class:`~lit_structattn.figures.callbacks.AttentionFigures`): target x source attention of
         greedy decoding, and with syntactic attention the source self-attention (each row a
-        word's distribution over parents, ``$`` = root) and the Eisner parse."""
+        word's distribution over parents, ``$`` = root) and the Eisner parse (drawn as a tree
+        when it is not flat, see :func:`~lit_structattn.figures.plots.plot_latent_parse`)."""
         src, lengths = batch["src"][:limit], batch["src_lengths"][:limit]
         prediction, attention, marginals = self._greedy_and_parents(src, lengths)
         decode = (vocab if vocab is not None else self.text_codec).decode
@@ -167,9 +168,9 @@ class TransductionTask(Task):
                 "decoder attention (greedy)", attention[b, : len(target)], target, source)))
             if heads is not None:
                 n = int(lengths[b])
+                parents = marginals[b].T[1 : n + 1, : n + 1]
                 figures.append((f"self_attention/example_{b}", AttentionMap(
-                    "soft parents p(head | word)", marginals[b].T[1 : n + 1, : n + 1], source,
-                    ["$", *source])))
-                figures.append((f"parse/example_{b}", (["$", *source], heads[b, : n + 1].tolist(),
-                                                       "Eisner argmax parse")))
+                    "soft parents p(head | word)", parents, source, ["$", *source])))
+                figures.append((f"parse/example_{b}", Parse(
+                    "Eisner argmax parse", ["$", *source], heads[b, : n + 1].tolist(), parents)))
         return figures
