@@ -37,7 +37,7 @@ ALLOWED = {
         "lit_structattn.metrics", "lit_structattn.figures", "lit_structattn.run",
         "lit_structattn.prepare"},
     "lit_structattn.reproduce": {"lit_structattn.common", "lit_structattn.run"},
-    "lit_structattn.cli": {"lit_structattn.common", "lit_structattn.datamodules",
+    "lit_structattn.cli": {"lit_structattn", "lit_structattn.common", "lit_structattn.datamodules",
                            "lit_structattn.run", "lit_structattn.tasks",
                            "lit_structattn.reproduce"},
 }
