@@ -23,6 +23,10 @@ file and line where there is one, and exit status 2; ``--debug`` (anywhere on th
 line) or ``STRUCTATTN_DEBUG=1`` shows the traceback instead. Ctrl-C (or SIGTERM) during a fit
 writes ``last.ckpt`` at the step it stopped and exits with status 130; the same command with
 ``--ckpt_path last`` resumes there.
+
+A run prints its folder, a line per epoch and its result; ``--verbose`` (anywhere on the command
+line, or ``STRUCTATTN_VERBOSE=1``) brings back Lightning's messages, its warnings and the model
+summary (:mod:`lit_structattn.run.quiet`).
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from lightning.pytorch.cli import LightningCLI
 
 from ..run.interruption import FitInterrupted
 from ..run.lightning_cli import build_cli
+from ..run.quiet import VERBOSE_ENV
 from ..tasks.upgrade import moved_argument
 from . import experiments
 
@@ -57,7 +62,9 @@ def main(args: list[str] | None = None) -> None:
     """
     args = list(sys.argv[1:] if args is None else args)
     debug = "--debug" in args or os.environ.get("STRUCTATTN_DEBUG", "") not in ("", "0")
-    args = [arg for arg in args if arg != "--debug"]
+    if "--verbose" in args:  # Lightning's messages, here and in the processes this one starts
+        os.environ[VERBOSE_ENV] = "1"
+    args = [arg for arg in args if arg not in ("--debug", "--verbose")]
     try:
         if args and args[0] == "reproduce":
             from ..reproduce import main as reproduce
