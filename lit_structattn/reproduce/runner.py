@@ -210,7 +210,8 @@ def run_table(
     those seeds to ``report`` (default: ``root/<name>.md``). With ``cached_only`` nothing is
     trained: the report shows the stored runs among those seeds (and the rows of the ledger's
     earlier report), and rows without any as not run. ``trainer``: Trainer options that
-    override the configs' (:func:`run_one`)."""
+    override the configs' (:func:`run_one`). Before it trains it prints the threads and, on a
+    busy machine, why the runs will take longer (:func:`machine_notice`)."""
     check_choice("table", name, sorted(TABLES))
     check_choice("budget", budget, BUDGETS)
     table = TABLES[name]
