@@ -25,8 +25,9 @@ CHATTER = ("Seed set to", "GPU available", "TPU available", "Tip:", "Trainable p
            "LeafSpec", "logging interval")
 
 
-def tiny_fit(tmp_path: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "lit_structattn.cli", "fit", "--config", str(CONFIG),
+def needle(subcommand: str, tmp_path: Path, *extra: str) -> list[str]:
+    """``structattn SUBCOMMAND`` on a tiny needle task (2 epochs of 4 batches)."""
+    return [sys.executable, "-m", "lit_structattn.cli", subcommand, "--config", str(CONFIG),
             "--trainer.default_root_dir", str(tmp_path), "--trainer.max_epochs", "2",
             "--data.init_args.num_train", "128", *extra]
 
@@ -42,7 +43,7 @@ def piped(command: list[str], cwd: Path) -> subprocess.CompletedProcess:
 
 
 def test_a_piped_fit_prints_its_folder_a_line_per_epoch_and_no_chatter(tmp_path):
-    run = piped(tiny_fit(tmp_path), tmp_path)
+    run = piped(needle("fit", tmp_path), tmp_path)
     lines = run.stdout.splitlines()
     assert lines[0] == f"fit: run folder {tmp_path / 'lightning_logs' / 'version_0'}"
     epochs = [line for line in lines if line.startswith("epoch ")]
@@ -56,10 +57,16 @@ def test_a_piped_fit_prints_its_folder_a_line_per_epoch_and_no_chatter(tmp_path)
     for text in CHATTER:
         assert text not in run.stdout + run.stderr, (text, run.stderr)
     assert run.stderr == "", run.stderr
+    # its test: the folder and checkpoint, the scores, no warning about the fit's checkpoints
+    tested = piped(needle("test", tmp_path, "--ckpt_path", "last"), tmp_path)
+    lines = tested.stdout.splitlines()
+    assert lines[0].startswith(f"test: run folder {tmp_path / 'lightning_logs' / 'version_1'}, "
+                               "checkpoint ") and lines[0].endswith("last.ckpt"), lines
+    assert "test/score" in tested.stdout and tested.stderr == "", tested.stderr
 
 
 def test_verbose_anywhere_brings_lightnings_messages_back(tmp_path):
-    command = tiny_fit(tmp_path)
+    command = needle("fit", tmp_path)
     command.insert(command.index("--config"), "--verbose")
     run = piped(command, tmp_path)
     for text in ("Seed set to", "GPU available", "TPU available", "Tip:", "Trainable params"):

@@ -20,7 +20,7 @@ from .checkpoints import AtomicCheckpointIO, read_checkpoint, resolve_checkpoint
 from .folders import RunFolderLock, claim_version_folders
 from .interruption import ResumableFit
 from .progress import RunHeadlines, progress_bar
-from .quiet import quiet_output, verbose_wanted
+from .quiet import evaluation_warnings_off, quiet_output, verbose_wanted
 from .training_guards import FiniteLoss
 
 #: The arguments of a task's ``model`` that come from the data. A DataModule with an attribute
@@ -142,6 +142,15 @@ class StructAttnCLI(LightningCLI):
         if steady_allocator_wanted(isinstance(trainer.accelerator, CPUAccelerator)):
             steady_allocator()  # freed tensors stay in the heap: no page faults every step
         return trainer
+
+    def _run_subcommand(self, subcommand: str) -> None:
+        """The subcommand; a test, validation or prediction without the warnings that concern
+        only a fit (:data:`~.quiet.NOT_AN_EVALUATIONS_CONCERN`)."""
+        if subcommand == "fit":
+            super()._run_subcommand(subcommand)
+            return
+        with evaluation_warnings_off(verbose_wanted()):  # test, validate, predict
+            super()._run_subcommand(subcommand)
 
     def _parse_ckpt_path(self) -> None:  # replaces LightningCLI's hyper-parameter override
         subcommand = self.config.get("subcommand")

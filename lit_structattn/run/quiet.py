@@ -17,6 +17,8 @@ from __future__ import annotations
 import logging
 import os
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 #: The environment variable that keeps Lightning's messages (``structattn --verbose`` sets it,
@@ -63,6 +65,26 @@ NOT_THE_USERS_CONCERN = (
      "short epochs (the ci and demo budgets, small data) log no step in TensorBoard's "
      "train/loss; the epoch line prints the epoch's mean training loss"),
 )
+
+
+#: The same for warnings that concern only a fit, ignored while a run evaluates (``structattn
+#: test|validate|predict``, :func:`evaluation_warnings_off`).
+NOT_AN_EVALUATIONS_CONCERN = (
+    ("lightning.pytorch.callbacks.model_checkpoint", r"The dirpath has changed from",
+     UserWarning,
+     "a test of a checkpoint logs to a new version folder, so the checkpoint callbacks do not "
+     "take back the fit's record of its best checkpoints: a test writes no checkpoint"),
+)
+
+
+@contextmanager
+def evaluation_warnings_off(verbose: bool = False) -> Iterator[None]:
+    """Within the block, the warnings of :data:`NOT_AN_EVALUATIONS_CONCERN` are ignored
+    (unless ``verbose``)."""
+    with warnings.catch_warnings():
+        for module, message, category, _why in () if verbose else NOT_AN_EVALUATIONS_CONCERN:
+            warnings.filterwarnings("ignore", message=message, category=category, module=module)
+        yield
 
 
 def quiet_output(verbose: bool = False) -> None:
