@@ -35,7 +35,9 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-demo: install  ## the main job: simple vs structured attention on tree transduction (~5 min)
+# The demo takes ~4 min on 2 idle cores, longer on a busy machine (it says so when it starts);
+# `OMP_NUM_THREADS=1 make demo` gives each run one thread (README, "On a busy machine").
+demo: install  ## the main job: simple vs structured attention on tree transduction (~4 min)
 	$(PYTHON) -m lit_structattn.cli reproduce tree_transduction --budget demo --seeds 1 \
 		--rows simple structured --root runs/demo
 	@echo "TensorBoard logs (attention figures, parses): tensorboard --logdir runs/demo"

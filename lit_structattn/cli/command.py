@@ -29,6 +29,10 @@ line) or ``STRUCTATTN_DEBUG=1`` shows the traceback instead. A misspelt option, 
 gets a "did you mean" naming the closest valid one. Ctrl-C (or SIGTERM) during a fit
 writes ``last.ckpt`` at the step it stopped and exits with status 130; the same command with
 ``--ckpt_path last`` resumes there.
+
+A run prints its folder, a line per epoch and its result; ``--verbose`` (anywhere on the command
+line, or ``STRUCTATTN_VERBOSE=1``) brings back Lightning's messages, its warnings and the model
+summary (:mod:`lit_structattn.run.quiet`).
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ import yaml
 
 from .. import __version__
 from ..common.suggest import did_you_mean
+from ..run.quiet import VERBOSE_ENV
 from . import experiments
 
 
@@ -62,7 +67,9 @@ def main(args: list[str] | None = None) -> None:
     """
     args = list(sys.argv[1:] if args is None else args)
     debug = "--debug" in args or os.environ.get("STRUCTATTN_DEBUG", "") not in ("", "0")
-    args = [arg for arg in args if arg != "--debug"]
+    if "--verbose" in args:  # Lightning's messages, here and in the processes this one starts
+        os.environ[VERBOSE_ENV] = "1"
+    args = [arg for arg in args if arg not in ("--debug", "--verbose")]
     try:
         answer_without_lightning(args)
         if args and args[0] == "reproduce":
@@ -145,6 +152,9 @@ def top_level_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"structattn {__version__}")
     parser.add_argument("--debug", action="store_true",
                         help="show the traceback of an error (also STRUCTATTN_DEBUG=1)")
+    parser.add_argument("--verbose", action="store_true",
+                        help="Lightning's messages, its warnings and the model summary too "
+                        f"(also {VERBOSE_ENV}=1)")
     commands = parser.add_subparsers(title="subcommands", metavar="{" + ",".join(COMMANDS) + "}",
                                      required=True)
     for name, text in COMMANDS.items():

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
+import os
 import time
 from pathlib import Path
 
@@ -87,7 +87,6 @@ def _fit_and_test(table: Table, row: Row, budget: str, seed: int, out: Path, roo
         *(arg for key, value in (trainer or {}).items() for arg in (f"--trainer.{key}", value)),
         "--seed_everything", str(seed),
         "--trainer.default_root_dir", str(out),
-        "--trainer.enable_progress_bar", str(sys.stderr.isatty()).lower(),  # bars in a terminal
     ]
     resume_from = resumable_checkpoint(out)
     start = time.perf_counter()
@@ -179,6 +178,27 @@ def _best_validation(trainer, key: str) -> dict[str, float]:
     return {key: float(scores[0])} if scores else {}
 
 
+def machine_notice(threads: int | None = None, load: float | None = None,
+                   cores: int | None = None) -> list[str]:
+    """What a reproduction says before it trains: the threads each run uses and, when the
+    machine is busy (its 1-minute load average above its cores: other processes want the
+    cores too), that the wall times will be longer than on an idle machine and how to choose
+    the threads. ``threads``, ``load`` and ``cores`` default to this machine's
+    (``torch.get_num_threads()``, ``os.getloadavg()`` where it exists, ``os.cpu_count()``)."""
+    threads = torch.get_num_threads() if threads is None else threads
+    cores = (os.cpu_count() or 1) if cores is None else cores
+    if load is None and hasattr(os, "getloadavg"):
+        load = os.getloadavg()[0]
+    lines = [f"threads: {threads} per run on {cores} cores (set OMP_NUM_THREADS to change it)"]
+    if load is not None and load > cores:
+        lines.append(
+            f"the machine is busy (load {load:.1f} on {cores} cores): other processes share "
+            "the cores, so the runs take longer than the wall times the reports give, several "
+            "times longer when a run's threads wait for busy cores; OMP_NUM_THREADS=1 runs "
+            "each on one thread")
+    return lines
+
+
 def run_table(
     name: str, budget: str, seeds: int, rows: list[str] | None = None,
     root: Path = Path("runs/reproduce"), report: Path | None = None, first_seed: int = 0,
@@ -190,7 +210,8 @@ def run_table(
     those seeds to ``report`` (default: ``root/<name>.md``). With ``cached_only`` nothing is
     trained: the report shows the stored runs among those seeds (and the rows of the ledger's
     earlier report), and rows without any as not run. ``trainer``: Trainer options that
-    override the configs' (:func:`run_one`)."""
+    override the configs' (:func:`run_one`). Before it trains it prints the threads and, on a
+    busy machine, why the runs will take longer (:func:`machine_notice`)."""
     check_choice("table", name, sorted(TABLES))
     check_choice("budget", budget, BUDGETS)
     table = TABLES[name]
@@ -200,6 +221,8 @@ def run_table(
     if cached_only:
         runs = stored_runs(table, chosen, budget, seed_range, root, results)
     else:
+        for line in machine_notice():
+            print(line, flush=True)
         runs = {row.name: [run_one(table, row, budget, seed, root, results, trainer)
                            for seed in seed_range] for row in chosen}
     return write_report(report or root / f"{name}.md", table, chosen, budget, seed_range, runs,

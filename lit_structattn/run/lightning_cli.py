@@ -11,6 +11,7 @@ from pathlib import Path
 import lightning as L
 from jsonargparse import ArgumentParser, Namespace
 from lightning.pytorch.accelerators import CPUAccelerator
+from lightning.pytorch.callbacks import ProgressBar
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
@@ -18,6 +19,8 @@ from .allocator import steady_allocator, steady_allocator_wanted
 from .checkpoints import AtomicCheckpointIO, read_checkpoint, resolve_checkpoint
 from .folders import RunFolderLock, claim_version_folders
 from .interruption import ResumableFit
+from .progress import RunHeadlines, progress_bar
+from .quiet import evaluation_warnings_off, quiet_output, verbose_wanted
 from .training_guards import FiniteLoss
 
 #: The arguments of a task's ``model`` that come from the data. A DataModule with an attribute
@@ -54,8 +57,8 @@ def package_version() -> str:
 
 class StructAttnCLI(LightningCLI):
     """LightningCLI whose parsers take options by their full name only, raise their errors to
-    :func:`main` (which words them) and list ``--version``, ``--debug``, ``reproduce`` and
-    ``experiments``, and these changes:
+    :func:`main` (which words them) and list ``--version``, ``--debug``, ``--verbose``,
+    ``reproduce`` and ``experiments``, and these changes:
 
     * ``last`` and ``best`` name the newest ``last.ckpt`` under ``trainer.default_root_dir``
       and the best checkpoint recorded in it, in any process (Lightning resolves them only
@@ -72,6 +75,8 @@ class StructAttnCLI(LightningCLI):
       fit continues as the uninterrupted one would (:class:`~.interruption.ResumableFit`).
     * A fit ends at its first NaN or infinite training loss, naming the step
       (:class:`~.training_guards.FiniteLoss`).
+    * A run says its folder when a stage starts and prints a line per epoch; progress is
+      Lightning's bar in a terminal, plain lines at a steady rate elsewhere (:mod:`~.progress`).
     * The configuration the user gave is kept. Lightning's CLI replaces the model's arguments
       by the checkpoint's hyper-parameters, silently ignoring the command line
       (``--model.init_args.test_beam 1`` at test time, say); here a checkpoint whose weights do
@@ -95,6 +100,9 @@ class StructAttnCLI(LightningCLI):
                                  version=f"structattn {package_version()}")
         self.parser.add_argument("--debug", action="store_true",
                                  help="show the traceback of an error (also STRUCTATTN_DEBUG=1)")
+        self.parser.add_argument("--verbose", action="store_true",
+                                 help="show Lightning's messages, its warnings and the model "
+                                 "summary (also STRUCTATTN_VERBOSE=1)")
         if add_subcommands:
             for name, text in (("reproduce", REPRODUCE_HELP),
                                ("experiments", EXPERIMENTS_HELP)):
@@ -121,15 +129,28 @@ class StructAttnCLI(LightningCLI):
             self.config = parser.parse_args(args)
 
     def _instantiate_trainer(self, config: dict, callbacks: list) -> L.Trainer:
-        trainer = super()._instantiate_trainer(config,
-                                               [RunFolderLock(), *callbacks, ResumableFit(),
-                                                FiniteLoss()])
+        callbacks = [RunFolderLock(), *callbacks, ResumableFit(), FiniteLoss(), RunHeadlines()]
+        configured = config.get("callbacks") or []
+        chosen = [*(configured if isinstance(configured, list) else [configured]), *callbacks]
+        if config.get("enable_progress_bar") is not False and not any(
+                isinstance(callback, ProgressBar) for callback in chosen):
+            callbacks.append(progress_bar())  # plain lines where stdout is not a terminal
+        trainer = super()._instantiate_trainer(config, callbacks)
         claim_version_folders(trainer)
         if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:  # not one the user chose
             trainer.strategy.checkpoint_io = AtomicCheckpointIO()
         if steady_allocator_wanted(isinstance(trainer.accelerator, CPUAccelerator)):
             steady_allocator()  # freed tensors stay in the heap: no page faults every step
         return trainer
+
+    def _run_subcommand(self, subcommand: str) -> None:
+        """The subcommand; a test, validation or prediction without the warnings that concern
+        only a fit (:data:`~.quiet.NOT_AN_EVALUATIONS_CONCERN`)."""
+        if subcommand == "fit":
+            super()._run_subcommand(subcommand)
+            return
+        with evaluation_warnings_off(verbose_wanted()):  # test, validate, predict
+            super()._run_subcommand(subcommand)
 
     def _parse_ckpt_path(self) -> None:  # replaces LightningCLI's hyper-parameter override
         subcommand = self.config.get("subcommand")
@@ -163,7 +184,11 @@ def keep_checkpoint_folder(trainer: L.Trainer, resume_from: Path) -> None:
 
 
 def build_cli(args: list[str] | None = None, run: bool = True) -> LightningCLI:
-    """The project's LightningCLI: any LightningModule and DataModule chosen by ``class_path``."""
+    """The project's LightningCLI: any LightningModule and DataModule chosen by ``class_path``,
+    quiet unless ``STRUCTATTN_VERBOSE`` is set (:mod:`.quiet`): then Lightning's messages and
+    its model summary show."""
+    verbose = verbose_wanted()
+    quiet_output(verbose)
     return StructAttnCLI(
         L.LightningModule,
         L.LightningDataModule,
@@ -171,6 +196,7 @@ def build_cli(args: list[str] | None = None, run: bool = True) -> LightningCLI:
         subclass_mode_data=True,
         seed_everything_default=0,
         save_config_kwargs={"overwrite": True},
+        trainer_defaults={"enable_model_summary": verbose},
         args=args,
         run=run,
     )
