@@ -188,6 +188,7 @@ def test_fresh_process_classifies_raw_pairs(nli, tmp_path):
         same = NLITask.load_from_checkpoint({str(checkpoint)!r}, map_location="cpu")
         records = task.classify({premises!r}, {hypotheses!r})
         assert same.classify({premises!r}, {hypotheses!r}) == records
+        assert task.classify({premises[0]!r}, {hypotheses[0]!r}) == records[:1]  # one pair
         print(json.dumps({{"class": type(task).__name__, "records": records}}))
     """)
     assert out["class"] == "NLITask"
@@ -262,6 +263,7 @@ def test_fresh_process_classifies_raw_sequences(needle, tmp_path):
         same = SequenceClassifier.load_from_checkpoint({str(needle)!r}, map_location="cpu")
         records = task.classify({sequences!r})
         assert same.classify({sequences!r}) == records
+        assert task.classify({sequences[0]!r}) == records[:1]  # a bare string: one sequence
         print(json.dumps({{"class": type(task).__name__, "records": records}}))
     """)
     assert out["class"] == "SequenceClassifier"

@@ -54,7 +54,9 @@ class SequenceClassifier(Task):
     def classify(self, sequences: Sequence[str | Sequence[int]], batch_size: int = 32
                  ) -> list[dict]:
         """The labels of raw sequences, each a line of token ids separated by spaces
-        (``"5 1 7 3"``) or a list of ids: see :meth:`records`."""
+        (``"5 1 7 3"``) or a list of ids: see :meth:`records`. A bare string is one sequence."""
+        if isinstance(sequences, str):
+            sequences = [sequences]
         lines = [s if isinstance(s, str) else " ".join(map(str, s)) for s in sequences]
         return self.predict_text(lines, batch_size=batch_size)
 

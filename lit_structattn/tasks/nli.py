@@ -152,7 +152,10 @@ class NLITask(Task):
                  batch_size: int = 32) -> list[dict]:
         """The labels of raw pairs ``premises[i]``, ``hypotheses[i]`` (sentences, split into
         words as the data's): see :meth:`records`. ``ValueError`` unless there are as many
-        hypotheses as premises, or for a tab or line break in a sentence."""
+        hypotheses as premises, or for a tab or line break in a sentence. Two bare strings are
+        one pair."""
+        if isinstance(premises, str) and isinstance(hypotheses, str):
+            premises, hypotheses = [premises], [hypotheses]
         if len(premises) != len(hypotheses):
             raise ValueError(f"{len(premises)} premises but {len(hypotheses)} hypotheses")
         bad = [s for s in (*premises, *hypotheses) if "\t" in s or "\n" in s]
