@@ -210,13 +210,15 @@ def formula_vocabulary() -> Vocabulary:
 class FormulaCodec(SymbolSourceCodec):
     """Raw formulas for a trained model (:class:`~lit_structattn.common.codec.TextCodec`)."""
 
-    format = "one prefix formula per line, symbols separated by spaces: ( + 1 ( * 2 3 ) )"
+    format = ("one prefix formula per line, symbols separated by spaces (brackets need none): "
+              "( + 1 ( * 2 3 ) ) or (+ 1 (* 2 3))")
     max_tokens = MAX_TOKENS
     example_name = "formula"
 
     def symbols(self, line: str) -> list[str]:
-        """The prefix symbols of ``line``; ``ValueError`` unless it is a well-formed formula."""
-        tokens = line.split()
+        """The prefix symbols of ``line`` (brackets are symbols of their own: ``(+ 1 2)`` is
+        ``( + 1 2 )``); ``ValueError`` unless it is a well-formed formula."""
+        tokens = line.replace("(", " ( ").replace(")", " ) ").split()
         parse_prefix(tokens)
         return tokens
 

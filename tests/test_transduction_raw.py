@@ -76,6 +76,14 @@ def test_formula_codec_refuses_malformed_formulas_and_round_trips():
     assert isinstance(again, FormulaCodec) and again.vocab.tokens == codec.vocab.tokens
 
 
+def test_formula_brackets_need_no_spaces():
+    codec = TreeTransductionDataModule(train_per_depth=1, eval_per_depth=1).text_codec()
+    assert codec.symbols("(+ 1 (* 2 3))") == codec.symbols("( + 1 ( * 2 3 ) )") == [
+        "(", "+", "1", "(", "*", "2", "3", ")", ")"]
+    with pytest.raises(ValueError):
+        codec.symbols("(+ 1 (* 2 3)")
+
+
 def test_inflection_codec_reads_lemma_and_bundle(tmp_path):
     vocab = Vocabulary(["case=genitive", "number=singular", *"Haus"], SEQUENCE_SPECIALS)
     codec = restore_codec(codec_record(InflectionCodec(vocab)))
