@@ -30,7 +30,7 @@ import random
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from unittest import mock
@@ -282,23 +282,32 @@ def _plain(value) -> float:
     return float(value.detach().double()) if hasattr(value, "detach") else float(value)
 
 
-def run_case(name: str) -> dict:
-    """Fit case ``name`` for 20 steps and validate once: ``{"losses": [20 floats], "metric":
-    {key: value}}`` (the validation metrics, as ``trainer.validate`` returns them)."""
+@contextlib.contextmanager
+def case_cli(case: Case, folder: Path, extra: Sequence[str] = (),
+             patches: Sequence[tuple[str, object]] = ()) -> Iterator:
+    """The LightningCLI of ``case`` (built, not run), its data written and its run folder under
+    ``folder``, ``extra`` arguments after the case's; while the block runs, the case's
+    ``patches`` and ``patches`` are in place and warnings are silenced."""
     import warnings
 
     from lit_structattn.run.lightning_cli import build_cli
 
+    data, run = folder / "data", folder / "run"
+    if case.write_data is not None:
+        case.write_data(data)
+    with warnings.catch_warnings(), contextlib.ExitStack() as patched:
+        warnings.simplefilter("ignore")
+        for target, replacement in (*case.patches, *patches):
+            patched.enter_context(mock.patch(target, replacement))
+        yield build_cli([*case.args(str(data), str(run)), *extra], run=False)
+
+
+def run_case(name: str) -> dict:
+    """Fit case ``name`` for 20 steps and validate once: ``{"losses": [20 floats], "metric":
+    {key: value}}`` (the validation metrics, as ``trainer.validate`` returns them)."""
     case = CASES[name]
     with one_thread(), tempfile.TemporaryDirectory(prefix=f"golden-{name}-") as tmp:
-        data, run = Path(tmp) / "data", Path(tmp) / "run"
-        if case.write_data is not None:
-            case.write_data(data)
-        with warnings.catch_warnings(), contextlib.ExitStack() as patched:
-            warnings.simplefilter("ignore")
-            for target, replacement in case.patches:
-                patched.enter_context(mock.patch(target, replacement))
-            cli = build_cli(case.args(str(data), str(run)), run=False)
+        with case_cli(case, Path(tmp)) as cli:
             recorder = _loss_recorder()
             cli.trainer.callbacks.append(recorder)
             cli.trainer.fit(cli.model, datamodule=cli.datamodule)

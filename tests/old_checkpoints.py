@@ -15,16 +15,13 @@ make a refactor pass::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import subprocess
 import sys
 import tempfile
-import warnings
 from pathlib import Path
-from unittest import mock
 
-from tests.golden import CASES, CONFIGS, DATA, RUN, Case, one_thread
+from tests.golden import CASES, CONFIGS, Case, case_cli, one_thread
 
 FOLDER = Path(__file__).resolve().parent / "old_checkpoints"
 STEPS = 5
@@ -73,21 +70,9 @@ def records_path(name: str) -> Path:
 def fit_and_save(name: str, checkpoint: Path) -> None:
     """Fit case ``name`` for :data:`STEPS` steps (its golden configuration) and save its
     checkpoint, weights and hyper-parameters only, to ``checkpoint``."""
-    from lit_structattn.run.lightning_cli import build_cli
-
-    case = case_of(name)
+    extra = ("--trainer.max_steps", str(STEPS), *SMALLER_ARGS.get(name, ()))
     with one_thread(), tempfile.TemporaryDirectory(prefix=f"old-{name}-") as tmp:
-        data, run = Path(tmp) / "data", Path(tmp) / "run"
-        if case.write_data is not None:
-            case.write_data(data)
-        args = [a.replace(DATA, str(data)).replace(RUN, str(run)) for a in case.args()]
-        args[args.index("--trainer.max_steps") + 1] = str(STEPS)
-        args += SMALLER_ARGS.get(name, ())
-        with warnings.catch_warnings(), contextlib.ExitStack() as patched:
-            warnings.simplefilter("ignore")
-            for target, replacement in (*case.patches, *SMALLER.get(name, ())):
-                patched.enter_context(mock.patch(target, replacement))
-            cli = build_cli(args, run=False)
+        with case_cli(case_of(name), Path(tmp), extra, SMALLER.get(name, ())) as cli:
             cli.trainer.fit(cli.model, datamodule=cli.datamodule)
             checkpoint.parent.mkdir(parents=True, exist_ok=True)
             cli.trainer.save_checkpoint(checkpoint, weights_only=True)

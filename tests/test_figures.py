@@ -5,10 +5,7 @@ family's ``attention_figures`` draw from a model trained for two steps through i
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import warnings
-from unittest import mock
 
 import matplotlib.pyplot as plt
 import pytest
@@ -27,7 +24,7 @@ from lit_structattn.figures.plots import (
     says_something,
 )
 
-from .golden import CASES
+from .golden import CASES, case_cli
 
 READABLE_POINTS = 6.0  # the smallest label a reader can read at TensorBoard's 100 dpi
 
@@ -133,18 +130,8 @@ FAMILIES = ["tree_structured", "nli_structured", "easy_first_nef_crf_f_csoftmax"
 def test_every_family_draws_its_figures(name, tmp_path):
     """Each family's golden configuration, trained for two steps: its ``attention_figures``
     of two median validation examples all draw, with a title and nothing empty."""
-    from lit_structattn.run.lightning_cli import build_cli
-
-    case = CASES[name]
-    data, run = tmp_path / "data", tmp_path / "run"
-    if case.write_data is not None:
-        case.write_data(data)
-    with warnings.catch_warnings(), contextlib.ExitStack() as patched:
-        warnings.simplefilter("ignore")
-        for target, replacement in case.patches:
-            patched.enter_context(mock.patch(target, replacement))
-        cli = build_cli([*case.args(str(data), str(run)), "--trainer.max_steps", "2",
-                         "--trainer.limit_val_batches", "1"], run=False)
+    extra = ("--trainer.max_steps", "2", "--trainer.limit_val_batches", "1")
+    with case_cli(CASES[name], tmp_path, extra) as cli:
         cli.trainer.fit(cli.model, datamodule=cli.datamodule)
     datamodule = cli.datamodule
     examples = datamodule.datasets["val"]
