@@ -82,8 +82,8 @@ def report_body(best: dict[str, float], rounds: int) -> str:
         markdown_table(["command", f"best of {rounds} (s)", "vs import torch, lightning",
                         f"under {TARGET_S:.0f} s"], rows),
         verdict,
-        f"`structattn fit --help` takes {fit_help:.2f} s, {fit_help - baseline:.2f} s more "
-        "than importing torch and Lightning: LightningCLI builds its parser before it can print "
+        f"`structattn fit --help` takes {fit_help:.2f} s ({fit_help / baseline:.2f}x the time "
+        "of importing torch and Lightning): LightningCLI builds its parser before it can print "
         "help, which needs Lightning (the Trainer's signature, the LightningModule and "
         "LightningDataModule types, the project's links from data to model) and hence torch; "
         "the rest is jsonargparse reading the Trainer's and the callbacks' signatures and "
