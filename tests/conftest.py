@@ -81,3 +81,19 @@ def solver(request, monkeypatch):
     with the torch solvers (those of every other device)."""
     force_solver(request.param, monkeypatch)
     return request.param
+
+
+@pytest.fixture
+def no_host_checks(monkeypatch):
+    """run_transform's host checks of the inputs (``screen_non_finite``, ``check_feasible``: a
+    synchronization each) fail the test if they run: the kernel path must apply the rules.
+    Returns the failing stand-in, for other checks a test forbids."""
+    from lit_structattn.attention import _checks
+
+    def unexpected(*args):
+        raise AssertionError("a host check ran")
+
+    monkeypatch.setattr(_checks, "screen_non_finite", unexpected)
+    monkeypatch.setattr(_checks, "check_feasible", unexpected)
+    return unexpected
+
