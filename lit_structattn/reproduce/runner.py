@@ -254,6 +254,9 @@ TRAINER_OPTIONS = {"accelerator": "cuda", "devices": "2", "strategy": "ddp",
 
 
 def main(argv: list[str] | None = None) -> None:
+    """``structattn reproduce TABLE``: run the table's rows over seeds and write its report
+    (``argv``: the arguments after ``reproduce``; ``--help`` lists them). A bad table, row,
+    budget or option exits with argparse's usage error (status 2)."""
     parser = argparse.ArgumentParser(
         prog="structattn reproduce", description=__doc__.split("\n\n")[0],
         epilog=BUDGET_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
