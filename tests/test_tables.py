@@ -19,7 +19,8 @@ from lit_structattn.reproduce.tables import (
 
 NAMES = {"joint_attention_morph", "sparse_constrained_nmt", "joint_attention_nmt",
          "segmentation_attention", "tree_transduction", "easy_first_pos", "easy_first_ner",
-         "easy_first_ablation", "easy_first_qe", "babi_qa", "nli"}
+         "easy_first_ablation", "easy_first_qe", "babi_qa", "nli",
+         "sparse_constrained_nmt_13_epochs", "segmentation_attention_12_epochs"}
 
 
 def test_every_table_loads_from_its_family_file():

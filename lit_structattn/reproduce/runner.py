@@ -40,6 +40,7 @@ from .ledger import (
     stored,
     stored_runs,
 )
+from .provenance import run_provenance
 from .report import write_report
 from .tables import BUDGETS, TABLES, Row, Table
 
@@ -105,10 +106,7 @@ def _fit_and_test(table: Table, row: Row, budget: str, seed: int, out: Path, roo
         "metrics": {k: float(v) for k, v in tested[0].items()},
         "wall_seconds": time.perf_counter() - start + (before_resume or 0.0),
         "epochs": cli.trainer.current_epoch,
-        "threads": torch.get_num_threads(),
-        "device": device_summary(cli.trainer),
-        "torch": torch.__version__,
-        "finished": time.strftime("%Y-%m-%d"),
+        **run_provenance(device_summary(cli.trainer)),
         "seed": seed,
         "args": args,
         "notes": {**getattr(cli.model, "report_notes", {}), **tested_notes},
