@@ -30,7 +30,7 @@ CHILD_VENV := $(PYTHON) .ci/child_venv.py
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -c "import torch" 2>/dev/null || $(PYTHON) -m pip install "torch==$(TORCH_CPU)"
-	$(PYTHON) -m pip install -e ".[dev,bench,translation]"
+	$(PYTHON) -m pip install -e ".[dev,bench,translation,transformers]"
 	mkdir -p $(dir $@) && touch $@
 
 install: $(STAMP)

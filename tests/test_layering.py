@@ -26,6 +26,9 @@ ALLOWED = {
                               "lit_structattn.structured"},
     "lit_structattn.models": {"lit_structattn.common", "lit_structattn.attention",
                               "lit_structattn.structured", "lit_structattn.layers"},
+    # our attention in other libraries' models (optional extras), beside the models
+    "lit_structattn.integrations": {"lit_structattn.common", "lit_structattn.attention",
+                                    "lit_structattn.layers"},
     # the application: data, metrics, figures and what every Trainer gets on the ground ...
     "lit_structattn.datamodules": {"lit_structattn.common"},
     "lit_structattn.metrics": APPLICATION_GROUND,
