@@ -12,7 +12,7 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 
 def test_readme_python_snippets_run():
     snippets = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
-    assert len(snippets) == 3
+    assert len(snippets) == 5
     out, namespace = io.StringIO(), {}
     with contextlib.redirect_stdout(out):
         for snippet in snippets:
@@ -23,6 +23,9 @@ def test_readme_python_snippets_run():
     assert "tensor([[0.7000, 0.3000, 0.0000]])" in printed
     assert "tensor([[0.5000, 0.5000, 0.0000]])" in printed
     assert "torch.Size([2, 16]) torch.Size([2, 5])" in printed
+    # in Transformers: our multi-head layer, then a Hugging Face model with bounded attention
+    assert "torch.Size([2, 6, 16]) torch.Size([2, 4, 6, 6])\ntensor(True)\n" in printed
+    assert "tensor(True)\n0.0\n" in printed
     # the raw-text example: a tree-transduction checkpoint read back by load_task
     assert "['attention', 'input', 'line', 'parents', 'prediction']\n9 10\n" in printed
 
