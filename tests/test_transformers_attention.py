@@ -160,9 +160,16 @@ CONFIGS = {
         **SMALL, d_model=16, encoder_layers=2, decoder_layers=2, encoder_attention_heads=2,
         decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32,
         max_position_embeddings=32, init_std=0.5),
+    # decoder only, causal, 2 key/value heads shared by 4 query heads
+    "llama": lambda: transformers.LlamaConfig(
+        vocab_size=50, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
+        initializer_range=0.5),
     "t5": lambda: transformers.T5Config(
         **SMALL, d_model=16, d_kv=8, d_ff=32, num_layers=2, num_decoder_layers=2, num_heads=2),
 }
+
+ENCODER_DECODERS = ("marian", "t5")
 
 
 def tiny_model(family: str, attention: str, **config: object) -> torch.nn.Module:
@@ -176,7 +183,7 @@ def tiny_model(family: str, attention: str, **config: object) -> torch.nn.Module
 def run(model: torch.nn.Module, family: str):
     """The model on the padded batch, with its attentions."""
     inputs = {"input_ids": TOKENS, "attention_mask": PADDED, "output_attentions": True}
-    if family != "bert":
+    if family in ENCODER_DECODERS:
         inputs["decoder_input_ids"] = TARGET
     return model(**inputs)
 
@@ -186,6 +193,9 @@ def attentions_and_allowed(outputs, family: str):
     source_keys = PADDED.bool()[:, None, None]
     if family == "bert":
         return [(w, source_keys) for w in outputs.attentions]
+    if family == "llama":
+        return [(w, source_keys & torch.ones(7, 7, dtype=torch.bool).tril())
+                for w in outputs.attentions]
     causal = torch.ones(5, 5, dtype=torch.bool).tril()
     return ([(w, source_keys) for w in outputs.encoder_attentions]
             + [(w, source_keys) for w in outputs.cross_attentions]
@@ -217,7 +227,7 @@ def test_softmax_equals_eager(family):
 def test_training_step_rows_obey(family, name):
     """A training step (dropout on) with finite gradients; every returned row obeys its
     transform, padding keys get exactly 0, and each key's total attention stays under the cap
-    (2, set on the config; 2 * 5 real keys >= 7 queries, and >= 1 along the causal mask)."""
+    (2, set on the config; 2 * 5 real keys >= 7 queries, and >= 1 along a causal mask)."""
     cap = 2.0 if name in BOUNDED else None
     model = tiny_model(family, name, attention_cap=cap).train()
     outputs = run(model, family)
@@ -247,3 +257,21 @@ def test_the_package_imports_no_transformers():
     code = ("import sys, lit_structattn.integrations.huggingface, lit_structattn.layers.multihead;"
             "assert 'transformers' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("name", [*SPARSE, "csparsemax"])
+def test_bfloat16_model(name):
+    """A bfloat16 model: the transforms compute in float32 and return bfloat16 rows that obey
+    them up to bfloat16's rounding."""
+    cap = 2.0 if name in BOUNDED else None
+    model = tiny_model("llama", name, attention_cap=cap).to(torch.bfloat16).train()
+    outputs = run(model, "llama")
+    outputs.last_hidden_state.float().pow(2).mean().backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+    for weights, allowed in attentions_and_allowed(outputs, "llama"):
+        assert weights.dtype == torch.bfloat16
+        weights = weights.detach().float()
+        assert (weights[~allowed.expand(weights.shape)] == 0).all()
+        assert torch.allclose(weights.sum(-1), torch.ones(()), atol=2e-2)
+        if cap is not None:
+            assert (weights.sum(-2) <= cap + 2e-2).all()
