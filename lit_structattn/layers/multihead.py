@@ -153,8 +153,7 @@ class MultiheadAttention(nn.Module):
         dropout: dropout on the attention weights (training only).
         bias: biases in the input and output projections.
         cap: for a constrained transform, the total attention a key may receive from all the
-            queries of a call (:func:`bounded_attention`); a float, or a tensor broadcastable
-            to ``[B, H, S]``; refused for the other transforms.
+            queries of a call (:func:`bounded_attention`); refused for the other transforms.
         kdim, vdim: sizes of the keys and values (default ``E``).
 
     With ``softmax`` and the same projection weights the outputs equal
@@ -197,7 +196,7 @@ class MultiheadAttention(nn.Module):
         Returns:
             ``(output [B, T, E], weights)``: ``weights`` ``[B, T, S]`` averaged over the heads
             (``average_attn_weights``), ``[B, H, T, S]`` otherwise, None without
-            ``need_weights``.
+            ``need_weights``; taken before dropout, so that they obey the transform.
         """
         batch, heads = query.shape[0], self.num_heads
         q, k, v = (self.split_heads(projection(x)) for projection, x in (
