@@ -56,7 +56,7 @@ def test_rows_read_from_yaml():
     assert list(joint.budgets) == ["ci", "cpu", "paper"]
     greedy = next(row for row in joint.rows if row.name == "soft, greedy")
     assert greedy.overrides == ("--model.init_args.test_beam", "1") and greedy.test_of == "soft"
-    assert "fetched here). Here the joint BPE" in joint.note  # parts joined with one space
+    assert "fetched here). Shankar et al.: IWSLT" in joint.note  # parts joined with one space
     assert TABLES["segmentation_attention"].scale == 1.0 and TABLES["nli"].scale == 100.0
 
 
