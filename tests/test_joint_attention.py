@@ -5,6 +5,8 @@ layer was a submodule, and bad settings."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -179,3 +181,53 @@ def test_bad_output_settings():
         Seq2Seq(9, 9, output="beam_joint", joint_k=0)
     with pytest.raises(ValueError, match="needs an attention whose weights are a distribution"):
         Seq2Seq(9, 9, attention="segmentation", output="full_joint")
+
+
+def test_k1_decoding_of_a_joint_model_is_the_top_positions_own_softmax_by_hand():
+    """Shankar et al. (2018), Table 2: models trained with K = 6 "deployed for test-time greedy
+    decoding with K set to 1 ... the output now has only a single softmax component". A hand-built
+    output layer (one memory unit, one hidden unit, three words): position 0 is the most attended
+    (0.4) and prefers word 0; positions 1 and 2 (0.35, 0.25) prefer word 1. The mixture over all
+    positions prefers word 1; with K = 1 the scores are log P(y | x_0) alone, computed here from
+    the formula, and greedy decoding picks word 0. The module keeps its trained K = 6."""
+    from lit_structattn.models.seq2seq.joint import JointOutput
+
+    layer = JointOutput("beam_joint", memory_dim=1, hidden_dim=1, vocab=3, k=6)
+    with torch.no_grad():
+        layer.combine.weight.copy_(torch.tensor([[1.0, 0.0]]))  # h~ = tanh(m_a)
+        layer.generator.weight.copy_(torch.tensor([[2.0], [-2.0], [0.0]]))
+        layer.generator.bias.zero_()
+    memory = torch.tensor([[[1.0], [-1.0], [-1.0]]])  # [B=1, S=3, M=1]
+    weights = torch.tensor([[[0.4, 0.35, 0.25]]])  # [B, T=1, S]
+    queries = torch.zeros(1, 1, 1)
+    combined = layer.attentional((weights @ memory), queries)
+    with torch.no_grad():
+        k1 = layer(combined, queries, weights, layer.memory_share(memory), k=1)[0, 0]
+        k6 = layer(combined, queries, weights, layer.memory_share(memory))[0, 0]
+    logits = [2 * math.tanh(1.0), -2 * math.tanh(1.0), 0.0]  # V tanh(U [m_0; h])
+    norm = math.log(sum(math.exp(v) for v in logits))
+    assert k1.tolist() == pytest.approx([v - norm for v in logits], abs=1e-6)
+    assert int(k1.argmax()) == 0 and int(k6.log_softmax(-1).argmax()) == 1
+    assert layer.k == 6
+
+
+def test_k1_greedy_decoding_feeds_the_soft_state_and_scores_the_top_position():
+    """Greedy decoding of a K = 6 beam-joint model with ``joint_k=1``, step by step by hand: the
+    decoder state (input feeding included) is the soft-attention one, as in the authors' code
+    (only the output distribution changes), and each token is the argmax of P(y | x_a*) for the
+    most attended position a* (the output layer's own formula, U and V applied by hand)."""
+    model, src, lengths, _ = decoding_setup("beam_joint", joint_k=6)
+    with torch.no_grad():
+        tokens, _ = model.greedy(src, lengths, 6, joint_k=1)
+        source = model.encode(src, lengths)
+        state = model.initial_state(source)
+        previous = src.new_full((len(src),), model.bos_id)
+        layer = model.output_layer
+        for step in range(tokens.shape[1]):
+            _, state, weights = model._step(model.tgt_embed(previous), state, source)
+            top = weights.argmax(-1)  # a* [B]
+            memory = source.memory[torch.arange(len(src)), top]  # m_a* [B, M]
+            hidden = torch.tanh(layer.combine(torch.cat([memory, state.h[-1]], dim=-1)))
+            previous = layer.generator(hidden).argmax(-1)
+            decoding = tokens[:, step] != 0  # finished rows are padded with 0
+            assert torch.equal(previous[decoding], tokens[decoding, step])

@@ -75,3 +75,22 @@ def test_first_focus_share():
     metric = FirstFocusShare(tag_id=7)
     metric.update(attention, gold, steps=torch.tensor([2, 2, 0]))
     assert metric.compute().item() == pytest.approx(0.5)
+
+
+def test_first_focus_share_by_hand_as_the_paper_defines_it():
+    """Martins & Kreutzer (2017), Section 5.1: "in 57% of the test sentences, the model focuses
+    first on a verb". By hand, with UD tags: "I thought it was fine" (the first step's most
+    attended word is "thought", VERB: counted), "It was fine" (the first step is spread, most on
+    "was", which UD 2 tags AUX: not a VERB), "Go" (one word, VERB: counted); the share is of
+    sentences, not words: 2 of 3. Later steps do not count."""
+    tags = {"PRON": 1, "VERB": 2, "AUX": 3, "ADJ": 4}
+    gold = torch.tensor([[1, 2, 1, 3, 4], [1, 3, 4, 0, 0], [2, 0, 0, 0, 0]])
+    attention = torch.zeros(3, 2, 5)
+    attention[0, 0] = torch.tensor([0.1, 0.5, 0.1, 0.2, 0.1])  # "thought"
+    attention[0, 1] = torch.tensor([0.0, 0.0, 0.0, 0.0, 1.0])  # a later step: not counted
+    attention[1, 0] = torch.tensor([0.3, 0.4, 0.3, 0.0, 0.0])  # "was"
+    attention[1, 1] = torch.tensor([1.0, 0.0, 0.0, 0.0, 0.0])
+    attention[2, 0, 0] = 1.0
+    metric = FirstFocusShare(tag_id=tags["VERB"])
+    metric.update(attention, gold, steps=torch.tensor([2, 2, 1]))
+    assert metric.compute().item() == pytest.approx(2 / 3)

@@ -44,10 +44,17 @@ def test_rep_score_ignores_repeats_the_reference_has_and_sums_over_sentences():
 
 
 def test_drop_score():
-    reference = [{(0, 0), (1, 1), (2, 2)}, {(0, 1), (1, 0)}]
+    """Malaviya et al. (2018), Section 5: "the percentage of source words that aligned with some
+    word from the reference translation, but not with any word from the predicted translation"
+    (their drop_score.py divides by the source words aligned to the reference). By hand:
+    sentence 1 has source words 0, 1, 2 aligned to the reference and drops word 1; sentence 2
+    has words 0 and 1 aligned (word 0 twice: it counts once) and drops nothing (its word 3 is
+    aligned to the hypothesis only, and word 4 to nothing: neither counts). 1 dropped of 5."""
+    reference = [{(0, 0), (1, 1), (2, 2)}, {(0, 1), (0, 2), (1, 0)}]
     hypothesis = [{(0, 0), (2, 1)}, {(0, 0), (1, 1), (3, 2)}]
-    # sentence 1 drops source word 1; sentence 2 drops nothing (word 3 is not in the reference)
     assert drop_score(reference, hypothesis) == pytest.approx(100 * 1 / 5)
+    # a hypothesis aligned to nothing drops every aligned source word
+    assert drop_score(reference, [set(), set()]) == pytest.approx(100.0)
 
 
 def test_bleu_chrf_and_signatures():

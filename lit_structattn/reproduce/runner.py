@@ -17,6 +17,9 @@ With ``--ledger`` (maintainers) the CLI also files every result in the results l
 ``REPORTS/results`` and writes the report to ``REPORTS/<table>.md`` (``<table>_<budget>.md``
 for budgets other than ``cpu``), where ``REPORTS`` is the folder ``--reports`` (default:
 ``reports`` in the current folder, the repository's own when run from its checkout).
+
+``--verify ROW`` re-runs one seed of a ledger row with today's code and judges it against the
+row's recorded spread (:mod:`.verify`).
 """
 
 from __future__ import annotations
@@ -288,7 +291,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cached-only", action="store_true",
                         help="train nothing: report the finished runs stored under --root or "
                         "in the ledger")
+    parser.add_argument("--verify", metavar="ROW",
+                        help="re-run seed FIRST_SEED of ROW with today's code in a new folder "
+                        "under ROOT/verify and say whether each metric lands inside the spread "
+                        "of the row's runs recorded in the ledger (--results, default "
+                        "REPORTS/results); files and reports nothing; exit status 1 when a "
+                        "metric lands outside")
     args = parser.parse_args(argv)
+    trainer = {option: getattr(args, option) for option in TRAINER_OPTIONS
+               if getattr(args, option) is not None}
+    if args.verify is not None:
+        _verify(parser, args, trainer)
+        return
     report, results = args.report, args.results
     if args.ledger:
         if not args.reports.is_dir():
@@ -296,9 +310,30 @@ def main(argv: list[str] | None = None) -> None:
                          "reports/ with --reports DIR, or run from its checkout)")
         report = report or args.reports / ledger_report_name(args.table, args.budget)
         results = results or args.reports / "results"
-    trainer = {option: getattr(args, option) for option in TRAINER_OPTIONS
-               if getattr(args, option) is not None}
     path = run_table(args.table, args.budget, args.seeds, args.rows, args.root, report,
                      args.first_seed, args.cached_only, results, trainer)
     print(path.read_text())
     print(f"report written to {path}")
+
+
+def _verify(parser: argparse.ArgumentParser, args: argparse.Namespace,
+            trainer: dict[str, str]) -> None:
+    """``--verify ROW``: :func:`~.verify.verify_row` and its lines; exit status 1 when a metric
+    lands outside the recorded spread."""
+    from .verify import verification_lines, verify_row
+
+    table = TABLES[args.table]
+    rows = [row.name for row in table.rows]
+    if args.verify not in rows:
+        parser.error(f"--verify: {args.verify!r} is no row of {args.table}; rows: "
+                     f"{', '.join(rows)}")
+    results = args.results or args.reports / "results"
+    fresh = args.root / "verify" / time.strftime("%Y%m%d-%H%M%S")
+    try:
+        checks = verify_row(table, args.verify, args.budget, args.first_seed, fresh, results,
+                            trainer)
+    except ValueError as error:
+        parser.error(str(error))
+    print("\n".join(verification_lines(table, args.verify, args.first_seed, checks)))
+    if any(check.inside is False for check in checks):
+        raise SystemExit(1)
