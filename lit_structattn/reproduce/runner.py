@@ -32,6 +32,7 @@ import torch
 from ..common.checks import check_choice
 from ..run.folders import folder_lock
 from .ledger import (
+    cited_verdicts,
     earlier_report,
     file_result,
     ledger_file,
@@ -41,7 +42,7 @@ from .ledger import (
     stored_runs,
 )
 from .provenance import run_provenance
-from .report import write_report
+from .report import shown_report, write_report
 from .tables import BUDGETS, TABLES, Row, Table
 
 
@@ -209,7 +210,9 @@ def run_table(
     trained: the report shows the stored runs among those seeds (and the rows of the ledger's
     earlier report), and rows without any as not run. ``trainer``: Trainer options that
     override the configs' (:func:`run_one`). Before it trains it prints the threads and, on a
-    busy machine, why the runs will take longer (:func:`machine_notice`)."""
+    busy machine, why the runs will take longer (:func:`machine_notice`). The claims of other
+    tables that the table's claims ``see`` are judged from the runs under ``root`` and in
+    ``results``."""
     check_choice("table", name, sorted(TABLES))
     check_choice("budget", budget, BUDGETS)
     table = TABLES[name]
@@ -223,8 +226,9 @@ def run_table(
             print(line, flush=True)
         runs = {row.name: [run_one(table, row, budget, seed, root, results, trainer)
                            for seed in seed_range] for row in chosen}
-    return write_report(report or root / f"{name}.md", table, chosen, budget, seed_range, runs,
-                        earlier_report(table, budget, results), cached_only, trainer)
+    return write_report(report or root / f"{name}.md", shown_report(
+        table, chosen, budget, seed_range, runs, earlier_report(table, budget, results),
+        cached_only, trainer, cited_verdicts(table, root, results)))
 
 
 BUDGET_HELP = """budgets (--budget):
