@@ -148,10 +148,15 @@ def _claims(*changes: dict):
 @pytest.mark.parametrize("change, message", [
     (_set(("titel",), "T"), "table 'mine': unknown key(s) 'titel'; valid keys: budgets, "
                             "claims, metrics, note, printed_averages, rows, scale, seeds, "
-                            "select_by, title"),
+                            "select_by, select_top, title"),
     (_set(("rows", 0, "overlays"), {}), "table 'mine', row 'a': unknown key(s) 'overlays'; "
                                         "valid keys: configs, group, name, overlay, paper"),
     (_drop(("title",)), "table 'mine': missing key(s) 'title'"),
+    (_set(("select_top",), {"test/ltf_d2": 10}), "table 'mine', select_top: needs select_by"),
+    (lambda spec: spec.update(select_by="val/score", select_top={"test/nope": 2}),
+     "table 'mine', select_top: 'test/nope' is not a metric of the table"),
+    (lambda spec: spec.update(select_by="val/score", select_top={"test/ltf_d2": 0}),
+     "table 'mine', select_top, test/ltf_d2: expected N >= 1, got 0"),
     (_drop(("rows", 1, "configs")), "table 'mine', row 'b': missing key(s) 'configs'"),
     (_drop(("rows", 1, "name")), "table 'mine', row 2: missing key(s) 'name'"),
     (_set(("budgets", "ci", "describ"), "x"), "table 'mine', budgets, ci: unknown key(s) "

@@ -19,6 +19,7 @@ anchors its tables share (``&note``, ``*note``, ``<<: *budgets``). A table::
     metrics: [{key: test/bleu, label: BLEU}, ...]
     scale: 1                   # optional, default 100 (fractions -> %)
     select_by: val/accuracy    # optional
+    select_top: {test/facts: 10}  # optional, with select_by: a metric's mean over the N best
     claims:                    # optional: the paper's claims, each judged by reproduce/claims.py
       - {name: ..., compare: [row A, row B], metric: key, direction: higher}  # paper_gap: optional
       - {name: ..., row: row, metric: key, tolerance: 5.0}                    # value: optional
@@ -134,6 +135,9 @@ class Table:
     # A validation metric the runs' ModelCheckpoint monitors: cells then also show the test
     # value of the seed best on it (the best-of-N-initializations protocol of some papers).
     select_by: str | None = None
+    # Metrics whose "best" cell is the mean test value of the N seeds best on ``select_by``
+    # (Kim et al.'s bAbI facts: the mean of the 10 best of 20 initializations), not the best's.
+    select_top: dict[str, int] = field(default_factory=dict)
     claims: tuple[Claim, ...] = ()  # judged in the report's claims table
     # The averages the paper prints for a row group (which may differ from the mean of the
     # paper's numbers for its rows), with the group's number of rows: shown beside that mean,
@@ -175,6 +179,7 @@ class _TableEntry:
     rows: list[dict[str, Any]] = _as_written()  # each a _RowEntry
     scale: float = 100.0
     select_by: str | None = _as_written(default=None)
+    select_top: dict[str, int] = field(default_factory=dict)
     claims: list[dict[str, Any]] = _as_written(default_factory=list)  # each a _ClaimEntry
     printed_averages: dict[str, dict[str, float]] = field(default_factory=dict)
     seeds: int = 3
@@ -357,12 +362,14 @@ def _table(name: str, spec: object, where: str, configs: Path) -> Table:
         note=entry.note if isinstance(entry.note, str) else " ".join(entry.note),
         scale=entry.scale,
         select_by=entry.select_by,
+        select_top=entry.select_top,
         printed_averages={group: (sum(row.group == group for row in rows), values)
                           for group, values in entry.printed_averages.items()},
         seeds=entry.seeds,
     )
     _check_rows(table, where)
     _check_printed_averages(table, where)
+    _check_select_top(table, where)
     claims = tuple(_claim(claim, index, table, where)
                    for index, claim in enumerate(entry.claims, start=1))
     names = [claim.name for claim in claims]
@@ -435,6 +442,18 @@ def _value(entry: _ClaimEntry, paper: float | None, at: str) -> Value:
         raise TableFileError(f"{at}, tolerance: a value claim needs a tolerance >= 0 (in the "
                              "report's units)")
     return Value(entry.row, entry.metric, value, entry.tolerance)
+
+
+def _check_select_top(table: Table, where: str) -> None:
+    """``select_top`` names metrics of the table, each with N >= 1, and needs ``select_by``."""
+    if table.select_top and table.select_by is None:
+        raise TableFileError(f"{where}, select_top: needs select_by (the validation metric "
+                             "that ranks the seeds)")
+    for key, top in table.select_top.items():
+        if key not in {k for k, _ in table.metrics}:
+            raise TableFileError(f"{where}, select_top: {key!r} is not a metric of the table")
+        if top < 1:
+            raise TableFileError(f"{where}, select_top, {key}: expected N >= 1, got {top}")
 
 
 def _check_printed_averages(table: Table, where: str) -> None:
