@@ -132,7 +132,7 @@ def test_hard_parent_is_the_eisner_head():
 def test_variants_need_their_parser():
     with pytest.raises(ValueError, match="unknown nli intra 'soft'; valid: none"):
         DecomposableAttention(VOCAB, intra="soft")
-    with pytest.raises(ValueError, match="unknown nli inter 'hardmax'; valid: csoftmax"):
+    with pytest.raises(ValueError, match="unknown nli inter 'hardmax'; valid: centmax15"):
         DecomposableAttention(VOCAB, inter="hardmax")
     premise, premise_lengths, hypothesis, hypothesis_lengths = pairs()
     with pytest.raises(RuntimeError, match="needs its supervised parser: attach_parser"):
