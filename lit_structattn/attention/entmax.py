@@ -15,9 +15,11 @@ largest coordinate alone has mass 1, at ``-L^(1 - alpha)`` every coordinate has 
   after a few passes are solved by sorting (Peters et al.'s Algorithm 2). The last closed form
   uses the two-pass variance, exact to rounding however flat the support.
 * other alpha (a float, or a tensor per row or per head): bisection on tau over that bracket,
-  in the compute dtype, until the bracket cannot shrink (on the CPU it stops there; elsewhere
-  a fixed count of passes), then the output is renormalised on the support it found. Only the
-  coordinates above -1 can be in the support; on long rows the bisection runs on them alone.
+  in the compute dtype, down to a thousandth of it, then Newton's method from the bracket's low
+  end to the resolution of the dtype (the mass is convex in tau, so Newton from below never
+  passes the root and converges quadratically from that close), and the output renormalised on
+  the support found. Only the coordinates above -1 can be in the support; on long rows the
+  iterations run on them alone.
 
 The backward pass is the closed form ``dz = s * (g - sum(s g) / sum(s))``, ``s = p^(2 - alpha)``
 on the support; for a tensor alpha, ``dp_i / dalpha = k (w_i - s_i sum(w) / sum(s))`` with
@@ -82,21 +84,52 @@ def bisect_threshold(mass: Callable[[Tensor], Tensor], low: Tensor, high: Tensor
     return low, low + width
 
 
+BISECTION_PASSES = 10  # then the bracket is 1/1024 of [-1, -L^(1 - alpha)]
+NEWTON_PASSES = 8  # at most; from there Newton converges quadratically
+
+
+def newton_from_below(x: Tensor, exponent: Alpha, tau: Tensor,
+                      every_pass: bool | None = None) -> Tensor:
+    """Newton's method for ``sum_i [x_i - tau]_+^exponent = 1`` from ``tau [..., 1]`` below the
+    root, for at most :data:`NEWTON_PASSES` passes (on the CPU until no row moves by more than
+    a few units in the last place of tau, see :func:`~._threshold.checks_every_pass`).
+
+    The mass is convex and decreasing in tau (``exponent >= 1``), so its tangent lies below it:
+    every Newton step lands between tau and the root, never past it (rounding aside: steps are
+    never taken backwards). ``x``: ``[..., K]``, ``-inf`` where masked.
+    """
+    every_pass = checks_every_pass(tau) if every_pass is None else every_pass
+    eps, tiny = torch.finfo(tau.dtype).eps, torch.finfo(tau.dtype).tiny
+    for _ in range(NEWTON_PASSES):
+        y = torch.relu(x - tau)
+        slope = power(y, exponent - 1) * y.sign()  # 0 off the support, also for exponent 1
+        excess = (slope * y).sum(-1, keepdim=True) - 1
+        step = (excess / (exponent * slope.sum(-1, keepdim=True)).clamp_min(tiny)).clamp_min(0)
+        tau = tau + step
+        if every_pass and bool((step <= 4 * eps * tau.abs()).all()):
+            break
+    return tau
+
+
 def entmax_by_bisection(x: Tensor, alpha: Alpha, count: Tensor) -> Tensor:
     """alpha-entmax ``[..., L]`` of ``x = (alpha - 1) * centered scores`` (``-inf`` at masked
-    positions; ``count [..., 1]`` valid positions per row; ``alpha`` a float or ``[..., 1]``),
-    by :func:`bisect_threshold`, renormalised on the support found. Empty rows give zeros.
+    positions; ``count [..., 1]`` valid positions per row; ``alpha`` a float or ``[..., 1]``):
+    :data:`BISECTION_PASSES` passes of :func:`bisect_threshold`, then Newton's method from the
+    bracket's low end (:func:`newton_from_below`) to the resolution of the dtype, and the output
+    renormalised on the support found. Empty rows give zeros.
 
-    Only the coordinates above -1 ever carry mass; when at most a quarter of the row is, the
-    bisection runs on them alone (gathered by ``topk``: ``[..., K]``, K the widest row's).
+    Only the coordinates above -1 ever carry mass; when at most half of the row is, the
+    iterations run on them alone (gathered by ``topk``: ``[..., K]``, K the widest row's).
     """
     exponent = tsallis_exponent(alpha)
     low = torch.full_like(count, -1.0)
     high = -count.clamp_min(1) ** (1 - alpha)
     width = int((x > -1).sum(-1).max())  # only these coordinates have mass above tau = -1
-    narrow = x.topk(width, dim=-1, sorted=False).values if width <= x.shape[-1] // 4 else x
-    tau, _ = bisect_threshold(
-        lambda t: power(torch.relu(narrow - t), exponent).sum(-1, keepdim=True), low, high)
+    narrow = x.topk(width, dim=-1, sorted=False).values if width <= x.shape[-1] // 2 else x
+    low, _ = bisect_threshold(
+        lambda t: power(torch.relu(narrow - t), exponent).sum(-1, keepdim=True), low, high,
+        BISECTION_PASSES)
+    tau = newton_from_below(narrow, exponent, low)
     p = power(torch.relu(x - tau), exponent)
     return p / p.sum(-1, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)
 
