@@ -28,8 +28,8 @@ from lit_structattn.attention import (
     centmax15,
     csoftmax,
     csparsemax,
-    entmax15,
     entmax,
+    entmax15,
     sparsemax,
 )
 from lit_structattn.run.allocator import steady_allocator
