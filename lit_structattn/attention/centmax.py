@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from ._checks import run_transform
+from ._checks import check_scores, run_transform
 from ._threshold import center, checks_every_pass, first_true
 from .csoftmax import csoftmax
 from .csparsemax import csparsemax
@@ -220,6 +220,7 @@ def centmax(scores: Tensor, upper: Tensor, alpha: float = 1.5, dim: int = -1,
     if isinstance(alpha, Tensor):
         raise ValueError("centmax: alpha must be a number in [1, 2] (a fixed alpha; entmax "
                          "takes a tensor)")
+    check_scores(scores, "centmax")
     alpha = check_alpha(alpha, scores, dim, "centmax")
     if alpha == 1.0:
         return csoftmax(scores, upper, dim=dim, mask=mask)

@@ -39,7 +39,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from ._checks import run_transform
+from ._checks import check_scores, run_transform
 from ._threshold import center, checks_every_pass, solve_threshold
 from .sparsemax import sparsemax
 
@@ -317,6 +317,7 @@ def entmax(scores: Tensor, alpha: Alpha = 1.5, dim: int = -1,
         ValueError: alpha outside [1, 2] or of a shape that does not fit; non-floating
             ``scores``, a non-bool or non-broadcastable ``mask``, or a bad ``dim``.
     """
+    check_scores(scores, "entmax")
     alpha = check_alpha(alpha, scores, dim, "entmax")
     if isinstance(alpha, float) and alpha == 2.0:
         return sparsemax(scores, dim=dim, mask=mask)
