@@ -111,7 +111,7 @@ def finish(x: Tensor, u: Tensor, tau: Tensor, exponent: float
     return rescale(uncapped, free, capped, u), free, capped
 
 
-PASSES_15 = 12  # bisection passes before the closed form, for alpha = 1.5
+PASSES_15 = 10  # bisection passes before the closed form, for alpha = 1.5
 SET_ROUNDS = 3  # rounds of the closed form on the sets of the previous threshold
 
 
@@ -162,7 +162,8 @@ def solve(z: Tensor, u: Tensor, valid: Tensor | None, alpha: float
     count = torch.full_like(z[..., :1], z.shape[-1]) if valid is None else \
         valid.sum(-1, keepdim=True).to(z.dtype)
     high = -count.clamp_min(1) ** (1 - alpha)
-    all_capped = x - u.clamp_max(1) ** (alpha - 1)  # below this, coordinate i is at its bound
+    room = u.clamp_max(1)
+    all_capped = x - (room.sqrt() if alpha == 1.5 else room ** (alpha - 1))  # i at its bound
     if valid is not None:
         all_capped = all_capped.masked_fill(~valid, torch.inf)
     low = all_capped.amin(-1, keepdim=True)
@@ -188,13 +189,14 @@ class CentmaxFunction(torch.autograd.Function):
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor, None, None]:
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor | None, None, None]:
         a, free, capped = ctx.saved_tensors
         s = (a.sqrt() if ctx.alpha == 1.5 else a.pow(2 - ctx.alpha)) * free
         s_mass = s.sum(-1, keepdim=True)
         mean = (grad * s).sum(-1, keepdim=True) / s_mass.clamp_min(torch.finfo(a.dtype).tiny)
         centered = (grad - mean) * (s_mass > 0)
-        return s * centered, capped * centered, None, None
+        grad_u = capped * centered if ctx.needs_input_grad[1] else None
+        return s * centered, grad_u, None, None
 
 
 def centmax(scores: Tensor, upper: Tensor, alpha: float = 1.5, dim: int = -1,

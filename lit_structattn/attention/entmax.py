@@ -150,8 +150,11 @@ def entmax15_threshold_iterative(x: Tensor, max_iter: int, every_pass: bool | No
 
     ``x``: ``[..., L]`` halved centered scores (maximum 0), ``-inf`` at masked positions. From
     tau = -1 (below the solution), each pass takes the closed form on ``S = {x > tau}``: it lies
-    between tau and the solution, so S only shrinks, and an unchanged S is exact. ``every_pass``
-    as for :func:`~.sparsemax.sparsemax_threshold_iterative`.
+    between tau and the solution, so S only shrinks, and an unchanged S is exact. The passes
+    take the variance in one pass (the support decides, and a coordinate it misjudges carries
+    no mass to speak of); the caller solves the final support with
+    :func:`entmax15_threshold_on`. ``every_pass`` as for
+    :func:`~.sparsemax.sparsemax_threshold_iterative`.
     """
     every_pass = checks_every_pass(x) if every_pass is None else every_pass
     x = x.clamp_min(-2)  # finite; coordinates below -1 never matter
@@ -164,7 +167,9 @@ def entmax15_threshold_iterative(x: Tensor, max_iter: int, every_pass: bool | No
         converged = new_size == size
         if every_pass and bool(converged.all()):
             break
-        step = entmax15_threshold_on(x, support)
+        mean = (x * support).sum(-1, keepdim=True) / new_size.clamp_min(1)
+        spread = (x.square() * support).sum(-1, keepdim=True) - new_size * mean.square()
+        step = mean - ((1 - spread).clamp_min(0) / new_size.clamp_min(1)).sqrt()
         tau = step if every_pass else torch.where(converged, tau, step)
         size = new_size
     return tau, converged
