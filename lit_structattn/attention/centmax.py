@@ -141,7 +141,7 @@ def centmax15_solve(x: Tensor, u: Tensor, low: Tensor, high: Tensor, nonempty: T
     a = rescale(uncapped, free, capped, u)
     # With no free coordinate the sets fix no threshold: the capped mass must be 1 by itself.
     stuck = (free.sum(-1) == 0) & nonempty
-    missed = (changed > 0) | stuck & ((a.sum(-1) - 1).abs() > 16 * torch.finfo(x.dtype).eps)
+    missed = (changed > 0) | (stuck & ((a.sum(-1) - 1).abs() > 16 * torch.finfo(x.dtype).eps))
     solution = a, free, capped
     if bool(missed.any()):
         x64, u64 = x[missed].double(), u[missed].double()
@@ -155,7 +155,8 @@ def solve(z: Tensor, u: Tensor, valid: Tensor | None, alpha: float
           ) -> tuple[Tensor, Tensor, Tensor]:
     """``(a, free, capped)``, each ``[..., L]``: constrained alpha-entmax of the scores ``z``
     under the bounds ``u`` (negative values count as 0) over the ``valid`` positions, and the
-    float 0/1 indicators of ``0 < a < u`` and of ``a = u`` (0 at masked positions)."""
+    float 0/1 sets of :func:`clip`: free (``0 < a <= u``, not capped) and capped (0 at masked
+    positions)."""
     exponent = tsallis_exponent(alpha)
     x = (alpha - 1) * center(z, valid)
     u = u.clamp_min(0)
