@@ -45,9 +45,13 @@ def clip(x: Tensor, u: Tensor, tau: Tensor, exponent: float) -> tuple[Tensor, Te
     return uncapped, uncapped.sign() - capped, capped
 
 
-def capped_mass(x: Tensor, u: Tensor, tau: Tensor, exponent: float) -> Tensor:
-    """``f(tau) = sum_i min(u_i, [x_i - tau]_+^exponent)`` ``[..., 1]``."""
-    return torch.minimum(power(torch.relu(x - tau), exponent), u).sum(-1, keepdim=True)
+def capped_mass(x: Tensor, reach: Tensor, tau: Tensor, exponent: float) -> Tensor:
+    """``sum_i min(min(u_i, 1), [x_i - tau]_+^exponent)`` ``[..., 1]`` with
+    ``reach = min(u, 1)^(1 / exponent)``: ``>= 1`` exactly where the mass ``f(tau)`` is (a
+    coordinate capped at 1 has the row's mass by itself either way), in three elementwise ops.
+    """
+    return power(torch.clamp(x - tau, x.new_zeros(()), reach), exponent).sum(
+        -1, keepdim=True)
 
 
 def centmax15_threshold_on(x: Tensor, u: Tensor, free: Tensor, capped: Tensor,
@@ -115,8 +119,9 @@ PASSES_15 = 10  # bisection passes before the closed form, for alpha = 1.5
 SET_ROUNDS = 3  # rounds of the closed form on the sets of the previous threshold
 
 
-def centmax15_solve(x: Tensor, u: Tensor, low: Tensor, high: Tensor, nonempty: Tensor,
-                    every_pass: bool | None = None) -> tuple[Tensor, Tensor, Tensor]:
+def centmax15_solve(x: Tensor, u: Tensor, reach: Tensor, low: Tensor, high: Tensor,
+                    nonempty: Tensor, every_pass: bool | None = None
+                    ) -> tuple[Tensor, Tensor, Tensor]:
     """``(a, free, capped)`` for alpha = 1.5: :data:`PASSES_15` bisection passes, then rounds of
     the exact threshold on the sets of the previous one (:func:`centmax15_threshold_on`, from
     the sets at the bracket's middle) until the sets no longer change: they are then exact. A
@@ -124,11 +129,12 @@ def centmax15_solve(x: Tensor, u: Tensor, low: Tensor, high: Tensor, nonempty: T
     bracket, or rounding at a large threshold moves a coordinate across a breakpoint), or with
     no free coordinate and a capped mass other than 1, is solved again by sorting
     (:func:`centmax15_threshold`), in float64 down to its output. ``x``, ``u``: ``[..., L]``,
-    finite; ``low``, ``high``: ``[..., 1]``; ``nonempty``: ``[...]``, the rows with a valid
+    finite; ``reach``: ``sqrt(min(u, 1))`` (see :func:`capped_mass`); ``low``, ``high``:
+    ``[..., 1]``; ``nonempty``: ``[...]``, the rows with a valid
     position. ``every_pass``: stop the rounds once no row changes, as in
     :func:`~.entmax.bisect_threshold`."""
     every_pass = checks_every_pass(x) if every_pass is None else every_pass
-    low, high = bisect_threshold(lambda t: capped_mass(x, u, t, 2.0), low, high, PASSES_15)
+    low, high = bisect_threshold(lambda t: capped_mass(x, reach, t, 2.0), low, high, PASSES_15)
     tau = (low + high) / 2
     uncapped, free, capped = clip(x, u, tau, 2.0)
     for _ in range(SET_ROUNDS):
@@ -164,16 +170,17 @@ def solve(z: Tensor, u: Tensor, valid: Tensor | None, alpha: float
         valid.sum(-1, keepdim=True).to(z.dtype)
     high = -count.clamp_min(1) ** (1 - alpha)
     room = u.clamp_max(1)
-    all_capped = x - (room.sqrt() if alpha == 1.5 else room ** (alpha - 1))  # i at its bound
+    reach = room.sqrt() if alpha == 1.5 else room ** (alpha - 1)
+    all_capped = x - reach  # below this, coordinate i is at its bound
     if valid is not None:
         all_capped = all_capped.masked_fill(~valid, torch.inf)
     low = all_capped.amin(-1, keepdim=True)
     low = torch.minimum(low.masked_fill(~torch.isfinite(low), -1.0), high)
     if valid is not None:  # below every threshold in the bracket, with no room: never any mass
-        x, u = torch.where(valid, x, low - 1), u * valid
+        x, u, reach = torch.where(valid, x, low - 1), u * valid, reach * valid
     if alpha == 1.5:
-        return centmax15_solve(x, u, low, high, count.squeeze(-1) > 0)
-    tau, _ = bisect_threshold(lambda t: capped_mass(x, u, t, exponent), low, high)
+        return centmax15_solve(x, u, reach, low, high, count.squeeze(-1) > 0)
+    tau, _ = bisect_threshold(lambda t: capped_mass(x, reach, t, exponent), low, high)
     return finish(x, u, tau, exponent)
 
 
