@@ -203,3 +203,16 @@ def test_bug_or_budget_lists_the_evidence_and_the_cited_verdicts():
             "+10.0, ours +40.0, SE 7.07, seeds won 2 of 2.\n"
             "  - never, A over B: not run.\n") in text
 
+
+
+def test_a_table_cited_before_all_its_rows_ran_gives_its_verdicts():
+    """A row without runs has no summary (a cited table is judged over all its rows, some of
+    which may not have run yet): its claims are untestable, not an error."""
+    from lit_structattn.reproduce.report import EarlierReport, row_summaries, table_verdicts
+    from lit_structattn.reproduce.tables import TABLES
+
+    table = TABLES["tree_transduction"]
+    results = {"simple": [{"seed": 0, "metrics": {"test/ltf_d3": 0.5}, "wall_seconds": 1.0}]}
+    assert set(row_summaries(table, results, EarlierReport())) == {"simple"}
+    found = table_verdicts(table, results, EarlierReport())
+    assert found and all(v.verdict == "untestable" for v in found)

@@ -179,13 +179,15 @@ def summarize(table: Table, runs: list[dict]) -> RowSummary:
 def row_summaries(table: Table, results: dict[str, list[dict]], earlier: EarlierReport
                   ) -> dict[str, RowSummary]:
     """Per row, the summary of its runs, or the ``earlier`` report's row while that has more
-    seeds (and is not superseded)."""
+    seeds (and is not superseded); a row with neither has none."""
     rows = {}
     for row in table.rows:
         runs = results.get(row.name, [])
         before = None if earlier.superseded else earlier.rows.get(row.name)
-        rows[row.name] = (before if before is not None and before.seeds > len(runs)
-                          else summarize(table, runs))
+        if before is not None and before.seeds > len(runs):
+            rows[row.name] = before
+        elif runs:
+            rows[row.name] = summarize(table, runs)
     return rows
 
 
