@@ -47,10 +47,11 @@ reproduce: install  ## maintainers: TABLE=... BUDGET=... SEEDS=...; updates repo
 		--ledger --reports $(CURDIR)/reports
 	$(MAKE) reports
 
+# A verdict that changes while its ledger does not is refused; ACCEPT_VERDICTS=1 accepts it.
 reports: install  ## maintainers: rewrite every report of reports/ from its ledger alone
 	$(PYTHON) -c "from pathlib import Path; from lit_structattn.reproduce.ledger import \
 		write_ledger_reports; write_ledger_reports(Path('$(CURDIR)/reports/results'), \
-		Path('$(CURDIR)/reports'))"
+		Path('$(CURDIR)/reports'), accept_verdict_changes='$(ACCEPT_VERDICTS)' not in ('', '0'))"
 
 test: install  ## the test suite, in TEST_WORKERS processes
 	$(PYTHON) -m pytest $(XDIST)

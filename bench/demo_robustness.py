@@ -1,8 +1,8 @@
 """Is the demo's result robust? The `demo` budget of the tree-transduction table (what `make demo`
 runs) over seeds 0-2, with 2 torch threads per run (one run at a time, as `make demo` runs on 2
 cores) and with 1 thread per run (the two rows side by side), through `structattn reproduce`.
-Writes reports/demo_robustness.md: every run's per-depth scores, wall times and the verdict on
-the paper's claim (structured above simple at depths 3-5) for each thread count.
+Writes reports/demo_robustness.md: every run's per-depth scores, wall times and the verdicts on
+the paper's claims (structured above simple at depths 3-5) for each thread count.
 
     python -m bench.demo_robustness [--seeds 3] [--root runs/demo_robustness]
 
@@ -23,7 +23,8 @@ from pathlib import Path
 
 import torch
 
-from lit_structattn.reproduce.report import verdict
+from lit_structattn.reproduce.claims import verdicts
+from lit_structattn.reproduce.report import claims_table
 from lit_structattn.reproduce.tables import TABLES
 
 TABLE = TABLES["tree_transduction"]
@@ -87,7 +88,7 @@ def report(root: Path, seeds: int) -> str:
         demo = sum(r["wall_seconds"] for row in ROWS for r in runs[row] if r["seed"] == 0)
         what = ("what `make demo` runs" if threads == 2
                 else "side by side, each on one core; `make demo` runs them with 2 threads")
-        lines += ["", verdict(TABLE, runs) or "", "",
+        lines += ["", *claims_table(verdicts(TABLE, runs)),
                   f"Seed 0 of both rows ({what}): {demo / 60:.1f} min of training and testing "
                   "together.", ""]
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -1,11 +1,12 @@
 """Benchmark: forward+backward time of the attention transforms against their peers.
 
 Ours: sparsemax, csoftmax, csparsemax (on CPU with the compiled solvers a user gets by default,
-and with the torch solvers that every other device runs). Peers: ``entmax.sparsemax``
-(sort-based, the sparse transform a user would otherwise pick) and ``torch.softmax`` (the
-floor). Same inputs, one run, 2 threads, best of k interleaved rounds after warm-up; prints
-ratios and writes ``reports/bench_transforms.md`` (``reports/bench_transforms_<device>.md`` for
-another device).
+and with the torch solvers that every other device runs), entmax15, entmax by bisection
+(alpha = 1.3) and centmax15. Peers: ``entmax.sparsemax`` (sort-based, the sparse transform a
+user would otherwise pick), ``entmax.entmax15`` (the peer of entmax15 and centmax15),
+``entmax.entmax_bisect`` (of our bisection) and ``torch.softmax`` (the floor). Same inputs, one
+run, 2 threads, best of k interleaved rounds after warm-up; prints ratios and writes
+``reports/bench_transforms.md`` (``reports/bench_transforms_<device>.md`` for another device).
 
     python -m bench.transforms [--repeats 30] [--device cuda] [--sizes 2048x1024 3200x50]
 """
@@ -18,11 +19,19 @@ import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
-import entmax
+import entmax as entmax_package
 import torch
 
 from bench.timing import best_times, markdown_table, write_report
-from lit_structattn.attention import _compiled, csoftmax, csparsemax, sparsemax
+from lit_structattn.attention import (
+    _compiled,
+    centmax15,
+    csoftmax,
+    csparsemax,
+    entmax,
+    entmax15,
+    sparsemax,
+)
 from lit_structattn.run.allocator import steady_allocator
 
 SIZES = [(512, 64), (64, 1024)]
@@ -87,6 +96,10 @@ def fwd_bwd(transform, scores: torch.Tensor, weights: torch.Tensor):
 
 
 CONSTRAINED = {"csoftmax": csoftmax, "csparsemax": csparsemax}
+ALPHA = 1.3  # the alpha of the bisection rows
+#: The peer each transform is measured against (default ``entmax.sparsemax``).
+PEERS = {"entmax15": "entmax.entmax15", "centmax15": "entmax.entmax15",
+         f"entmax (alpha={ALPHA})": f"entmax.entmax_bisect (alpha={ALPHA})"}
 
 
 def size(text: str) -> tuple[int, int]:
@@ -103,15 +116,24 @@ def run(repeats: int, device: str, sizes: list[tuple[int, int]] = SIZES
         weights = torch.randn_like(scores)
         candidates = {
             "torch.softmax": lambda z: torch.softmax(z, -1),
-            "entmax.sparsemax": lambda z: entmax.sparsemax(z, -1),
+            "entmax.sparsemax": lambda z: entmax_package.sparsemax(z, -1),
+            "entmax.entmax15": lambda z: entmax_package.entmax15(z, -1),
+            f"entmax.entmax_bisect (alpha={ALPHA})":
+                lambda z: entmax_package.entmax_bisect(z, ALPHA, -1),
             "sparsemax": lambda z: sparsemax(z),
+            "entmax15": lambda z: entmax15(z),
+            f"entmax (alpha={ALPHA})": lambda z: entmax(z, ALPHA),
+            "centmax15": lambda z, u=upper: centmax15(z, u),
         }
         for name, transform in CONSTRAINED.items():
             candidates[name] = lambda z, f=transform, u=upper: f(z, u)
             if device == "cpu" and _compiled.available():
                 torch_version = with_torch_solvers(transform)
                 candidates[f"{name} (torch solver)"] = lambda z, f=torch_version, u=upper: f(z, u)
-        torch.testing.assert_close(sparsemax(scores), entmax.sparsemax(scores, -1))
+        torch.testing.assert_close(sparsemax(scores), entmax_package.sparsemax(scores, -1))
+        torch.testing.assert_close(entmax15(scores), entmax_package.entmax15(scores, -1))
+        torch.testing.assert_close(entmax(scores, ALPHA),
+                                   entmax_package.entmax_bisect(scores, ALPHA, -1))
         steps = {name: fwd_bwd(fn, scores, weights) for name, fn in candidates.items()}
         times = best_times(steps, repeats)
         results.append({"size": f"[{rows} x {length}]", "bounds": regime, **times})
@@ -119,14 +141,16 @@ def run(repeats: int, device: str, sizes: list[tuple[int, int]] = SIZES
 
 
 def render(results: list[dict[str, float]]) -> str:
-    header = ["size", "bounds", "transform", "time (us)", "/ entmax.sparsemax", "/ torch.softmax"]
+    header = ["size", "bounds", "transform", "time (us)", "peer", "/ peer", "/ torch.softmax"]
     rows = []
     for r in results:
-        names = [n for n in r if n not in ("size", "bounds", "torch.softmax", "entmax.sparsemax")]
-        for name in [*names, "entmax.sparsemax"]:
+        peers = ["entmax.sparsemax", *dict.fromkeys(PEERS.values())]
+        names = [n for n in r if n not in ("size", "bounds", "torch.softmax", *peers)]
+        for name in [*names, *peers]:
+            peer = PEERS.get(name, "entmax.sparsemax")
             rows.append([
-                r["size"], r["bounds"], name, f"{r[name] * 1e6:.0f}",
-                f"{r[name] / r['entmax.sparsemax']:.2f}x", f"{r[name] / r['torch.softmax']:.1f}x",
+                r["size"], r["bounds"], name, f"{r[name] * 1e6:.0f}", peer,
+                f"{r[name] / r[peer]:.2f}x", f"{r[name] / r['torch.softmax']:.1f}x",
             ])
     return markdown_table(header, rows)
 
@@ -151,11 +175,14 @@ def main() -> None:
             f"Forward + backward of each transform on float32 inputs on `{device_name}`, "
             f"scores ~ N(0, 2), best of {args.repeats} interleaved rounds after warm-up, all in "
             f"one run. {allocator} Upper-bound regimes:\n\n{regimes}"
-            "\n\n(sparsemax, entmax.sparsemax and torch.softmax ignore the bounds.) On CPU, "
+            "\n\n(Only csoftmax, csparsemax and centmax15 take the bounds.) On CPU, "
             "csoftmax and csparsemax run their compiled float64 solvers (the default when numba "
             "is installed); the `(torch solver)` rows are the solvers every other device runs "
-            "(`STRUCTATTN_COMPILED=0` on CPU). Targets: sparsemax <= 0.5x entmax.sparsemax; "
-            "csoftmax <= 1.0x and csparsemax <= 1.2x entmax.sparsemax.\n\n" + table
+            "(`STRUCTATTN_COMPILED=0` on CPU). Each row's ratio is to its peer (the last rows "
+            "are the peers). Targets: sparsemax <= 0.5x entmax.sparsemax; csoftmax <= 1.0x and "
+            "csparsemax <= 1.2x entmax.sparsemax; entmax15 <= 0.7x entmax.entmax15, entmax by "
+            "bisection <= 0.5x entmax.entmax_bisect, centmax15 <= 1.2x entmax.entmax15."
+            "\n\n" + table
         )
         report = REPORT if args.device == "cpu" else \
             REPORT.with_name(f"bench_transforms_{args.device.replace(':', '')}.md")

@@ -30,7 +30,7 @@ def test_shapes_masking_and_mass(score, transform):
 
 
 def test_unknown_names_list_the_valid_ones():
-    valid = "valid: csoftmax, csparsemax, sigmoid, softmax, sparsemax"
+    valid = "valid: centmax15, csoftmax, csparsemax, entmax, entmax15, sigmoid, softmax, sparsemax"
     with pytest.raises(ValueError, match=valid):
         Attention(4, transform="hardmax")
     with pytest.raises(ValueError, match="valid: dot, general, mlp"):

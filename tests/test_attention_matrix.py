@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from lit_structattn.attention import TRANSFORMS
 from lit_structattn.layers.registry import FAMILIES
 from lit_structattn.models.decomposable import SUPERVISED, DecomposableAttention
 from lit_structattn.models.easy_first import EasyFirstDecoderOptions, EasyFirstTagger
@@ -17,6 +18,7 @@ from lit_structattn.models.seq2seq import Seq2Seq, SourceEncoderOptions
 from lit_structattn.models.tagging_encoder import TaggingEncoderOptions
 
 LENGTHS = torch.tensor([5, 3])
+CONSTRAINED = {name for name, transform in TRANSFORMS.items() if transform.constrained}
 
 
 def tokens(vocab: int, lengths: torch.Tensor = LENGTHS, low: int = 4) -> torch.Tensor:
@@ -31,7 +33,7 @@ def seq2seq_loss(role: str, name: str) -> tuple[torch.nn.Module, torch.Tensor]:
     encoder = SourceEncoderOptions(hidden_dim=8, parser_dim=8,
                                    source_attention=options.pop("source_attention"))
     model = Seq2Seq(12, 12, embed_dim=8, hidden_dim=8, encoder=encoder,
-                    sink=options["attention"] in ("csoftmax", "csparsemax"), joint_k=3,
+                    sink=options["attention"] in CONSTRAINED, joint_k=3,
                     input_feed=True, **options)
     target = torch.cat([torch.ones(2, 1, dtype=torch.long), tokens(12, torch.tensor([4, 2])),
                         torch.zeros(2, 1, dtype=torch.long)], 1)

@@ -234,7 +234,7 @@ def test_fact_sequence_accuracy_by_hand():
 
 def test_unknown_attention_and_binary_with_one_hop():
     with pytest.raises(ValueError, match="unknown memory_network attention 'memn2n'; valid: "
-                                         "softmax, sparsemax, unary_crf, binary_crf"):
+                                         "softmax, sparsemax, entmax15, unary_crf, binary_crf"):
         build_memory_model("memn2n", VOCAB)
     with pytest.raises(ValueError, match="valid: softmax, sparsemax"):
         MemN2N(VOCAB, transform="csoftmax")

@@ -32,5 +32,6 @@ def test_parser_lists_and_refuses_before_building():
     assert parser.parse_args([*base, "--model.attention", "csparsemax"]).model.attention
     with pytest.raises(Exception, match="hardmax"):
         parser.parse_args([*base, "--model.attention", "hardmax"])
-    with pytest.raises(ValueError, match="valid: csoftmax, csparsemax, segmentation"):
+    with pytest.raises(ValueError, match="valid: centmax15, csoftmax, csparsemax, entmax, "
+                                         "entmax15, segmentation"):
         seq2seq.Seq2Seq(5, 5, attention="hardmax")

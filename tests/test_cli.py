@@ -67,7 +67,8 @@ def test_print_config_and_unknown_transform(tmp_path):
     bad = structattn("fit", *small_run(tmp_path), "--model.init_args.model.init_args.transform",
                      "hardmax", cwd=tmp_path)
     assert bad.returncode == 2
-    assert "valid: csoftmax, csparsemax, sigmoid, softmax, sparsemax" in bad.stderr
+    assert ("valid: centmax15, csoftmax, csparsemax, entmax, entmax15, sigmoid, softmax, "
+            "sparsemax") in bad.stderr
     assert "hardmax" in bad.stderr and "Traceback" not in bad.stderr
     assert len(bad.stderr.strip().splitlines()) <= 4, bad.stderr
     for debug in ({"args": ["--debug"]}, {"env": {"STRUCTATTN_DEBUG": "1"}}):

@@ -23,7 +23,7 @@ from lit_structattn.models.tagging_encoder import TaggingEncoder, TaggingEncoder
 ATTENTIONS = registry.names("easy_first")
 #: the names whose every step is a distribution over the words (sigmoid's weights are not)
 NORMALIZED = tuple(name for name in ATTENTIONS if name != "sigmoid")
-CONSTRAINED = ("csoftmax", "csparsemax")
+CONSTRAINED = ("csoftmax", "csparsemax", "centmax15")
 
 VOCAB, AFFIXES, SOURCE, TAGS = 30, 40, 20, 6
 SMALL = dict(word_dim=8, affix_dim=6, source_dim=5, hidden_dim=5, sketch_dim=6,
@@ -392,7 +392,7 @@ def test_adagrad_reduces_the_loss(attention, crf):
 
 def test_invalid_arguments():
     with pytest.raises(ValueError, match="unknown easy_first attention 'hardmax'; valid: "
-                       "csoftmax, csparsemax, sigmoid"):
+                       "centmax15, csoftmax, csparsemax, entmax, entmax15, sigmoid"):
         make_tagger(attention="hardmax")
     with pytest.raises(ValueError, match="unknown update"):
         make_tagger(update="both")

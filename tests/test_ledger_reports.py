@@ -1,27 +1,39 @@
 """The committed reports are what the committed ledger gives: regenerating every report from
 ``reports/results`` alone (``--cached-only``) writes the committed text, byte for byte (run
-``make reports`` after filing new results)."""
+``make reports`` after filing new results), and the verdicts the code computes from the
+committed ledger are the committed ``verdicts.json``: a change of code or of a claim that flips
+a verdict while the ledger stays the same fails here (:class:`VerdictDrift`) until it is
+accepted (``make reports ACCEPT_VERDICTS=1``)."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import pytest
 
-from lit_structattn.reproduce.ledger import write_ledger_reports
+from lit_structattn.reproduce.ledger import VERDICTS_FILE, VerdictDrift, write_ledger_reports
 
 REPORTS = Path(__file__).resolve().parents[1] / "reports"  # the repository's
 LEDGER = REPORTS / "results"
 
 
 @pytest.mark.skipif(not LEDGER.is_dir(), reason="no ledger in this checkout")
-def test_committed_reports_equal_what_the_ledger_writes(tmp_path):
-    written = write_ledger_reports(LEDGER, tmp_path)
+def test_committed_reports_and_verdicts_equal_what_the_ledger_writes(tmp_path):
+    ledger = tmp_path / "results"  # a copy: write_ledger_reports writes verdicts.json there
+    shutil.copytree(LEDGER, ledger)
+    written = write_ledger_reports(ledger, tmp_path / "reports")  # VerdictDrift: see above
     assert written, "the ledger holds no table"
     stale = [path.name for path in written
              if not (REPORTS / path.name).is_file()
              or (REPORTS / path.name).read_text() != path.read_text()]
     assert not stale, f"reports that differ from the ledger (run `make reports`): {stale}"
+    verdicts = sorted(path.relative_to(ledger) for path in ledger.glob(f"*/*/{VERDICTS_FILE}"))
+    assert len(verdicts) == len(written)
+    stale = [str(path) for path in verdicts if not (LEDGER / path).is_file()
+             or (LEDGER / path).read_text() != (ledger / path).read_text()]
+    assert not stale, f"verdicts.json that differ from the ledger (run `make reports`): {stale}"
 
 
 def test_a_changed_ledger_shows(tmp_path):
@@ -54,3 +66,35 @@ def test_the_reports_go_to_the_folder_given(tmp_path):
     assert written == [reports / "tree_transduction.md", reports / "tree_transduction_demo.md"]
     assert sorted(reports.iterdir()) == written
     assert {path.name: path.stat().st_mtime_ns for path in REPORTS.glob("*.md")} == committed
+
+
+def test_a_verdict_that_changes_without_its_ledger_is_refused(tmp_path):
+    """A verdict in verdicts.json of the same ledger digest that differs from the one computed
+    now raises VerdictDrift before anything is written, unless accepted; a changed ledger may
+    change its verdicts."""
+    ledger = tmp_path / "results"
+    shutil.copytree(LEDGER / "tree_transduction", ledger / "tree_transduction")
+    write_ledger_reports(ledger, tmp_path / "first")
+    record_file = ledger / "tree_transduction" / "cpu" / VERDICTS_FILE
+    record = json.loads(record_file.read_text())
+    assert record["verdicts"]["structured above simple, depth 3"] == "reproduced"
+    # as if an earlier version of the code or of the claim had judged otherwise
+    record["verdicts"]["structured above simple, depth 3"] = "contradicted"
+    record["verdicts"]["a claim since removed"] = "reproduced"
+    record_file.write_text(json.dumps(record))
+    with pytest.raises(VerdictDrift) as error:
+        write_ledger_reports(ledger, tmp_path / "second")
+    assert str(error.value).endswith(
+        "\n  tree_transduction (cpu), structured above simple, depth 3: contradicted -> "
+        "reproduced")
+    assert not (tmp_path / "second").exists()
+    write_ledger_reports(ledger, tmp_path / "second", accept_verdict_changes=True)
+    assert json.loads(record_file.read_text())["verdicts"] == {
+        f"structured above simple, depth {d}": "reproduced" for d in (3, 4, 5)}
+    # a new result changes the digest: its verdicts are new, not drift
+    record["ledger"] = json.loads(record_file.read_text())["ledger"]
+    record_file.write_text(json.dumps(record))
+    result = ledger / "tree_transduction" / "cpu" / "simple" / "seed0.json"
+    result.write_text(json.dumps({**json.loads(result.read_text()), "wall_seconds": 1.0}))
+    write_ledger_reports(ledger, tmp_path / "third")
+    assert json.loads(record_file.read_text())["ledger"] != record["ledger"]

@@ -132,7 +132,7 @@ def test_hard_parent_is_the_eisner_head():
 def test_variants_need_their_parser():
     with pytest.raises(ValueError, match="unknown nli intra 'soft'; valid: none"):
         DecomposableAttention(VOCAB, intra="soft")
-    with pytest.raises(ValueError, match="unknown nli inter 'hardmax'; valid: csoftmax"):
+    with pytest.raises(ValueError, match="unknown nli inter 'hardmax'; valid: centmax15"):
         DecomposableAttention(VOCAB, inter="hardmax")
     premise, premise_lengths, hypothesis, hypothesis_lengths = pairs()
     with pytest.raises(RuntimeError, match="needs its supervised parser: attach_parser"):
@@ -178,7 +178,7 @@ def test_every_inter_transform_with_padding(inter, intra):
         if inter != "sigmoid":
             torch.testing.assert_close(to_hypothesis[:n].sum(-1), torch.ones(n))
             torch.testing.assert_close(to_premise[:m].sum(-1), torch.ones(m))
-        if inter in ("csoftmax", "csparsemax"):
+        if inter in ("csoftmax", "csparsemax", "centmax15"):
             assert (to_hypothesis <= INTER_BOUND / m + 1e-6).all()
             assert (to_premise <= INTER_BOUND / n + 1e-6).all()
         with torch.no_grad():

@@ -12,7 +12,7 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 
 def test_readme_python_snippets_run():
     snippets = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
-    assert len(snippets) == 5
+    assert len(snippets) == 6
     out, namespace = io.StringIO(), {}
     with contextlib.redirect_stdout(out):
         for snippet in snippets:
@@ -22,6 +22,8 @@ def test_readme_python_snippets_run():
     assert re.search(r"tensor\(\[1\.0*, 1\.0*, 1\.0*, 1\.0*\]\)", printed)  # heads sum to 1
     assert "tensor([[0.7000, 0.3000, 0.0000]])" in printed
     assert "tensor([[0.5000, 0.5000, 0.0000]])" in printed
+    assert "tensor([[0.6347, 0.3560, 0.0093]])" in printed  # entmax15
+    assert "tensor([[0.5000, 0.4665, 0.0335]])" in printed  # centmax
     assert "torch.Size([2, 16]) torch.Size([2, 5])" in printed
     # in Transformers: our multi-head layer, then a Hugging Face model with bounded attention
     assert "torch.Size([2, 6, 16]) torch.Size([2, 4, 6, 6])\ntensor(True)\n" in printed

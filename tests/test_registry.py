@@ -28,7 +28,8 @@ def test_literal_types_follow_the_families():
 
 def test_unknown_names_list_the_valid_ones():
     with pytest.raises(ValueError, match="unknown memory_network attention 'segmentation'; "
-                                         "valid: softmax, sparsemax, unary_crf, binary_crf"):
+                                         "valid: softmax, sparsemax, entmax15, unary_crf, "
+                                         "binary_crf"):
         registry.check_attention("memory_network", "attention", "segmentation")
     with pytest.raises(ValueError, match="unknown model family 'tagger'; valid: easy_first"):
         registry.names("tagger")
@@ -41,7 +42,7 @@ def test_unknown_names_list_the_valid_ones():
 def test_built_layers_declare_the_contract(name):
     layer = registry.build_attention(name, 6, 4)
     assert isinstance(layer, AttentionLayer)
-    assert layer.constrained == (name in ("csoftmax", "csparsemax"))
+    assert layer.constrained == (name in ("csoftmax", "csparsemax", "centmax15"))
     assert layer.takes_bonus == (name != "segmentation")
     assert layer.distribution == (name not in ("sigmoid", "segmentation"))
     query, keys = torch.randn(2, 3, 6), torch.randn(2, 5, 4)

@@ -231,7 +231,9 @@ def test_differences_are_judged_at_the_earlier_reports_printed_precision():
             "earlier report: 0.2 apart, more than the seed spread (0.1)") in lines
 
 
-def test_the_report_dates_its_runs_and_counts_those_without_a_date():
+def test_the_report_prints_only_the_provenance_its_runs_recorded():
+    """Per field, the values the runs recorded with their counts, and the runs that recorded
+    none: never this process's torch version or machine."""
     from dataclasses import replace
 
     from lit_structattn.reproduce.report import render
@@ -239,22 +241,31 @@ def test_the_report_dates_its_runs_and_counts_those_without_a_date():
 
     table = TABLES["babi_qa"]
     table = replace(table, rows=table.rows[:1])
-    key = table.metrics[0][0]
+    key, name = table.metrics[0][0], table.rows[0].name
+    recorded = {"finished": "2026-11-27", "commit": "0123456789abcdef" * 2 + "01234567",
+                "dirty": False, "torch": "2.13.0+cpu", "lightning": "2.5.5",
+                "python": "3.11.7", "threads": 1, "device": "cpu"}
 
-    def run(seed, day=None):
-        return {"metrics": {key: 0.5}, "wall_seconds": 60.0, "seed": seed,
-                **({"finished": day} if day else {})}
+    def run(seed, **fields):
+        return {"metrics": {key: 0.5}, "wall_seconds": 60.0, "seed": seed, **fields}
 
-    name = table.rows[0].name
-    assert "` on 2026-11-27 (torch" in render(table, "cpu", range(2),
-                                               {name: [run(0, "2026-11-27"), run(1, "2026-11-27")]})
-    mixed = render(table, "cpu", range(3), {name: [run(0), run(1), run(2, "2026-11-27")]})
-    assert "` on 2026-11-27 (torch" in mixed
-    assert "). 2 of its runs are older and recorded no date. Wall times" in mixed
-    one = render(table, "cpu", range(2), {name: [run(0), run(1, "2026-11-27")]})
-    assert "). One of its runs is older and recorded no date. Wall times" in one
-    undated = render(table, "cpu", range(1), {name: [run(0)]})
-    assert "date" not in undated.split("\n")[2]
+    text = render(table, "cpu", range(4), {name: [
+        run(0), run(1, **recorded), run(2, **{**recorded, "dirty": True, "threads": 2}),
+        run(3, **{**recorded, "commit": None, "dirty": None, "version": "0.4.0"})]})
+    block = text.split("**Provenance, as its 4 runs recorded it:**\n\n")[1].split("\n\n")[0]
+    assert block.splitlines() == [
+        "- finished: 2026-11-27 (3 runs); not recorded (1 run)",
+        "- commit: 0123456789 (1 run); 0123456789 (uncommitted changes) (1 run); installed "
+        "version 0.4.0 (1 run); not recorded (1 run)",
+        "- torch: 2.13.0+cpu (3 runs); not recorded (1 run)",
+        "- lightning: 2.5.5 (3 runs); not recorded (1 run)",
+        "- python: 3.11.7 (3 runs); not recorded (1 run)",
+        "- threads: 1 (2 runs); 2 (1 run); not recorded (1 run)",
+        "- device: cpu (3 runs); not recorded (1 run)"]
+    unrecorded = render(table, "cpu", range(1), {name: [run(0)]})
+    assert "- torch: not recorded (1 run)" in unrecorded
+    import torch
+    assert torch.__version__ not in unrecorded
 
 
 def test_wall_time_is_marked_partial_only_for_a_resumption_without_a_recorded_clock():
@@ -342,10 +353,10 @@ main([*cached, "--reports", {str(reports)!r}])
     assert list((site / "reports").iterdir()) == [] and list(work.iterdir()) == []
 
 
-def test_the_verdict_is_computed_from_every_seed():
-    from dataclasses import replace
-
-    from lit_structattn.reproduce.report import render, verdict
+def test_the_tree_report_judges_the_papers_claims():
+    """The tree-transduction table states three comparisons (Table 2); its report opens with
+    their verdicts, computed from every seed."""
+    from lit_structattn.reproduce.report import render
     from lit_structattn.reproduce.tables import TABLES
 
     table = TABLES["tree_transduction"]
@@ -355,28 +366,17 @@ def test_the_verdict_is_computed_from_every_seed():
                  "metrics": {f"test/ltf_d{d}": v for d, v in zip((3, 4, 5), values, strict=True)}}
                 for seed, values in enumerate(per_seed)]
 
-    held = {"structured": runs((0.8, 0.5, 0.2), (0.9, 0.6, 0.3)),
-            "simple": runs((0.4, 0.1, 0.05), (0.5, 0.2, 0.1))}
-    assert verdict(table, held) == (
-        "**Verdict:** structured is above simple at depth 3, depth 4 and depth 5 in each of "
-        "the 2 seeds, as the paper reports (by 40.0, 40.0 and 17.5 points on average).")
-    shown = replace(table, rows=tuple(row for row in table.rows if row.name in held))
-    assert verdict(table, held) in render(shown, "demo", range(2), held)
-    missed = {**held, "simple": runs((0.4, 0.1, 0.05), (0.5, 0.7, 0.1))}
-    assert verdict(table, missed) == (
-        "**Verdict:** structured is not above simple at depth 3, depth 4 and depth 5 in each of "
-        "the 2 seeds: not at depth 4, seed 1 (60.0 vs 70.0). The paper's claim does not hold "
-        "in these runs.")
-    one_seed = {row: values[:1] for row, values in held.items()}
-    assert "in seed 0, as the paper reports (by 40.0, 40.0 and 15.0 points)" in verdict(
-        table, one_seed)
-    assert verdict(table, {"structured": held["structured"]}) is None
-    # a seed whose run logged none of the claim's metrics (cut short) is left out, not a KeyError
-    cut = {"seed": 2, "wall_seconds": 1.0, "metrics": {"val/ltf": 0.5}}
-    with_cut = {"structured": [*held["structured"], runs((0.9, 0.6, 0.3))[0] | {"seed": 2}],
-                "simple": [*held["simple"], cut]}
-    assert verdict(table, with_cut) == verdict(table, held)
-    assert verdict(TABLES["nli"], held) is None
+    held = {"no attention": runs((0.0, 0.0, 0.0), (0.0, 0.0, 0.0)),
+            "structured": runs((0.8, 0.5, 0.2), (0.9, 0.6, 0.3)),
+            "simple": runs((0.4, 0.1, 0.05), (0.5, 0.7, 0.1))}
+    lines = render(table, "demo", range(2), held).splitlines()
+    assert lines[4:7] == [
+        "| structured above simple, depth 3 (Table 2) | +37.4 | +40.0 | 7.07 | 2 of 2 | "
+        "reproduced (t = 5.7) |",
+        "| structured above simple, depth 4 (Table 2) | +41.2 | +15.0 | 30.41 | 1 of 2 | "
+        "same sign within spread (t = 0.5) |",
+        "| structured above simple, depth 5 (Table 2) | +15.8 | +17.5 | 5.59 | 2 of 2 | "
+        "reproduced (t = 3.1) |"]
 
 
 def test_every_row_parses_at_every_budget(monkeypatch):
@@ -406,7 +406,7 @@ def test_trainer_options_override_the_configs_and_are_recorded(tmp_path):
     assert "--trainer.precision" in result["args"]
     text = report.read_text()
     assert "--seeds 1 --accelerator cpu --precision 64-true`" in text
-    assert "thread(s) per run, on cpu, 64-true)" in text
+    assert "- device: cpu, 64-true (1 run)" in text
 
 
 def test_the_command_takes_the_trainer_options(monkeypatch, tmp_path):

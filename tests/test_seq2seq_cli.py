@@ -85,7 +85,7 @@ def test_incompatible_checkpoint_names_the_hyperparameter(trained, tmp_path):
 def test_unknown_names_list_the_valid_ones(tmp_path):
     for option, valid in [
         ("--model.init_args.model.init_args.attention=hardmax",
-         "valid: csoftmax, csparsemax, segmentation"),
+         "valid: centmax15, csoftmax, csparsemax, entmax, entmax15, segmentation"),
         ("--model.init_args.model.init_args.encoder.source_attention=tree",
          "valid: none, simple, structured"),
     ]:

@@ -12,7 +12,10 @@ from lit_structattn.reproduce.tables import (
     CONFIGS,
     TABLE_FILES,
     TABLES,
+    Comparison,
     TableFileError,
+    Untestable,
+    Value,
     load_tables,
     overlay_arguments,
 )
@@ -56,7 +59,7 @@ def test_rows_read_from_yaml():
     assert list(joint.budgets) == ["ci", "cpu", "paper"]
     greedy = next(row for row in joint.rows if row.name == "soft, greedy")
     assert greedy.overrides == ("--model.init_args.test_beam", "1") and greedy.test_of == "soft"
-    assert "fetched here). Here the joint BPE" in joint.note  # parts joined with one space
+    assert "fetched here). Shankar et al.: IWSLT" in joint.note  # parts joined with one space
     assert TABLES["segmentation_attention"].scale == 1.0 and TABLES["nli"].scale == 100.0
 
 
@@ -135,13 +138,25 @@ def _drop(path: tuple):
     return change
 
 
+def _claims(*changes: dict):
+    """A change of ``valid_table()``: its claims, each a valid comparison with ``changes``."""
+    comparison = {"name": "x", "compare": ["a", "b"], "metric": "test/ltf_d2",
+                  "direction": "higher"}
+    return _set(("claims",), [{**comparison, **change} for change in changes])
+
+
 @pytest.mark.parametrize("change, message", [
-    (_set(("titel",), "T"), "table 'mine': unknown key(s) 'titel'; valid keys: budgets, claim, "
-                            "metrics, note, printed_averages, rows, scale, seeds, select_by, "
-                            "title"),
+    (_set(("titel",), "T"), "table 'mine': unknown key(s) 'titel'; valid keys: budgets, "
+                            "claims, metrics, note, printed_averages, rows, scale, seeds, "
+                            "select_by, select_top, title"),
     (_set(("rows", 0, "overlays"), {}), "table 'mine', row 'a': unknown key(s) 'overlays'; "
                                         "valid keys: configs, group, name, overlay, paper"),
     (_drop(("title",)), "table 'mine': missing key(s) 'title'"),
+    (_set(("select_top",), {"test/ltf_d2": 10}), "table 'mine', select_top: needs select_by"),
+    (lambda spec: spec.update(select_by="val/score", select_top={"test/nope": 2}),
+     "table 'mine', select_top: 'test/nope' is not a metric of the table"),
+    (lambda spec: spec.update(select_by="val/score", select_top={"test/ltf_d2": 0}),
+     "table 'mine', select_top, test/ltf_d2: expected N >= 1, got 0"),
     (_drop(("rows", 1, "configs")), "table 'mine', row 'b': missing key(s) 'configs'"),
     (_drop(("rows", 1, "name")), "table 'mine', row 2: missing key(s) 'name'"),
     (_set(("budgets", "ci", "describ"), "x"), "table 'mine', budgets, ci: unknown key(s) "
@@ -161,10 +176,38 @@ def _drop(path: tuple):
      "table 'mine', row 'a': paper numbers for ['test/bleu'], which are not metrics"),
     (_set(("rows", 0, "overlay"), {"trainer": {"devices": [0, 1]}}),
      "table 'mine', row 'a', overlay: trainer.devices is a list"),
-    (_set(("claim",), {"better": "a", "worse": "c", "metrics": ["test/ltf_d2"]}),
-     "table 'mine', claim: 'a' and 'c' must be rows of the table"),
-    (_set(("claim",), {"better": "a", "worse": "b", "metrics": ["test/ltf_d9"]}),
-     "table 'mine', claim: metrics ['test/ltf_d9'] must be metrics of the table"),
+    (_claims({"compare": ["a", "c"]}),
+     "table 'mine', claim 'x', compare: 'c' names no row of the table; rows: a, b"),
+    (_claims({"compare": ["a", "a"]}),
+     "table 'mine', claim 'x', compare: a row compared with itself ('a')"),
+    (_claims({"compare": ["a"]}), "table 'mine', claim 'x', compare: expected tuple[str, str]"),
+    (_claims({"metric": "test/ltf_d9"}),
+     "table 'mine', claim 'x', metric: 'test/ltf_d9' is not a metric of the table; metrics: "
+     "test/ltf_d2"),
+    (_claims({"direction": "up"}),
+     "table 'mine', claim 'x', direction: expected one of higher, lower, got 'up'"),
+    (_claims({"direction": None}),
+     "table 'mine', claim 'x', direction: expected one of higher, lower, got None"),
+    (_claims({"paper_gap": -3}),
+     "table 'mine', claim 'x', direction: the paper's gap A - B is -3, which is not higher"),
+    (_claims({"tolerance": 1.0}), "table 'mine', claim 'x', tolerance: not a key of a claim "
+                                  "with compare"),
+    (_claims({"row": "a"}), "table 'mine', claim 'x': give exactly one of compare, row, "
+                            "untestable (given: compare, row)"),
+    (_claims({"compare": None}), "table 'mine', claim 'x': give exactly one of compare, row, "
+                                 "untestable"),
+    (_claims({"compare": None, "direction": None, "row": "b", "tolerance": 1.0}),
+     "table 'mine', claim 'x', value: not given, and row 'b' has no paper number for "
+     "test/ltf_d2"),
+    (_claims({"compare": None, "direction": None, "row": "a"}),
+     "table 'mine', claim 'x', tolerance: a value claim needs a tolerance >= 0"),
+    (_claims({"compare": None, "direction": None, "untestable": "why"}),
+     "table 'mine', claim 'x', metric: not a key of a claim with untestable"),
+    (_claims({"evidence": "one sentence"}),
+     "table 'mine', claim 'x', evidence: expected list[str], got 'one sentence'"),
+    (_claims({"name": None}), "table 'mine', claim 1: missing key(s) 'name'"),
+    (_claims({"sea": []}), "table 'mine', claim 'x': unknown key(s) 'sea'"),
+    (_claims({}, {}), "table 'mine': two claims are named 'x'"),
     (_set(("rows",), {"name": "a"}),
      "table 'mine', rows: expected list[dict[str, Any]], got {'name': 'a'}"),
     (_set(("note",), ["part", 3]), "table 'mine', note: expected str | list[str], got ['part', 3]"),
@@ -244,3 +287,47 @@ tables:
     assert table.note == "Shared part. Own part."
     assert table.budgets == {"ci": (("--trainer.max_epochs", "1"), "smoke"),
                              "cpu": (("--trainer.max_epochs", "3"), "fewer epochs")}
+
+
+def test_claims_read_from_yaml(tmp_path):
+    """The three kinds of claim; a comparison's gap and a value default to the paper's numbers
+    of its rows; ``see`` names a claim of another table."""
+    spec = valid_table()
+    spec["rows"][1]["paper"] = {"test/ltf_d2": 45.5}
+    spec["claims"] = [
+        {"name": "a above b", "compare": ["a", "b"], "metric": "test/ltf_d2",
+         "direction": "higher", "source": "Table 2", "evidence": ["At: 3 epochs.", "null"]},
+        {"name": "b below a", "compare": ["b", "a"], "metric": "test/ltf_d2",
+         "direction": "lower", "paper_gap": -4.0, "see": [["other", "a above b"]]},
+        {"name": "a near 50", "row": "a", "metric": "test/ltf_d2", "tolerance": 2},
+        {"name": "b near 40", "row": "b", "metric": "test/ltf_d2", "value": 40, "tolerance": 0},
+        {"name": "METEOR", "untestable": "no WordNet: here"},
+    ]
+    other = {**valid_table(), "claims": [spec["claims"][0]]}
+    write(tmp_path, "mine.yaml", {"mine": spec, "other": other})
+    claims = load_tables(tmp_path)["mine"].claims
+    assert [c.name for c in claims] == ["a above b", "b below a", "a near 50", "b near 40",
+                                        "METEOR"]
+    assert claims[0].states == Comparison(("a", "b"), "test/ltf_d2", "higher", 4.5)
+    assert (claims[0].source, claims[0].evidence) == ("Table 2", ("At: 3 epochs.", "null"))
+    assert claims[1].states.paper_gap == -4.0 and claims[1].see == (("other", "a above b"),)
+    assert claims[2].states == Value("a", "test/ltf_d2", 50.0, 2.0)
+    assert claims[3].states == Value("b", "test/ltf_d2", 40.0, 0.0)
+    assert claims[4].states == Untestable("no WordNet: here") and claims[4].source is None
+    assert load_tables(tmp_path)["other"].claims[0].see == ()
+
+
+@pytest.mark.parametrize(("see", "message"), [
+    (["nowhere", "a above b"], "see ['nowhere', 'a above b']: no such table (mine, other)"),
+    (["other", "a below b"], "see ['other', 'a below b']: no such claim of other (a above b)"),
+])
+def test_a_see_naming_no_claim_is_refused(tmp_path, see, message):
+    """``see`` is checked once every table is read: it may name a table of another file."""
+    claim = {"name": "a above b", "compare": ["a", "b"], "metric": "test/ltf_d2",
+             "direction": "higher"}
+    write(tmp_path, "mine.yaml", {"mine": {**valid_table(), "claims": [{**claim, "see": [see]}]}})
+    write(tmp_path, "other.yaml", {"other": {**valid_table(), "claims": [claim]}})
+    with pytest.raises(TableFileError) as error:
+        load_tables(tmp_path)
+    assert str(error.value) == (f"{tmp_path / 'mine.yaml'}: table 'mine', claim 'a above b', "
+                                f"{message}")

@@ -206,7 +206,8 @@ def test_autocast_computes_in_float32_with_float32_bounds_and_masks(name):
     torch.testing.assert_close(out, expected)
 
 
-@pytest.mark.parametrize("transform", ["softmax", "sparsemax", "csoftmax", "csparsemax"])
+@pytest.mark.parametrize("transform", ["softmax", "sparsemax", "csoftmax", "csparsemax",
+                                       "entmax15", "centmax15"])
 def test_attention_layer_trains_under_autocast(transform):
     """The README's layer example under autocast: bf16 scores, float32 bounds and mask."""
     torch.manual_seed(0)
@@ -222,7 +223,8 @@ def test_attention_layer_trains_under_autocast(transform):
     assert all(torch.isfinite(p.grad).all() for p in layer.parameters())
 
 
-@pytest.mark.parametrize("name", ["sparsemax", "csoftmax", "csparsemax"])
+@pytest.mark.parametrize("name", ["sparsemax", "csoftmax", "csparsemax", "entmax15",
+                                  "centmax15"])
 def test_nan_and_positive_infinity_make_the_row_nan(name):
     """Like torch.softmax: a NaN or +inf score at a valid position gives a NaN row; other rows
     and NaN at masked positions are unaffected."""
@@ -238,7 +240,8 @@ def test_nan_and_positive_infinity_make_the_row_nan(name):
     assert out[3, 2] == 0
 
 
-@pytest.mark.parametrize("name", ["sparsemax", "csoftmax", "csparsemax"])
+@pytest.mark.parametrize("name", ["sparsemax", "csoftmax", "csparsemax", "entmax15",
+                                  "centmax15"])
 def test_negative_infinity_is_a_masked_position(name):
     transform = get_transform(name)
     z = torch.tensor([[-float("inf"), 0.0, 1.0], [-float("inf")] * 3], requires_grad=True)

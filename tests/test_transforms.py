@@ -257,8 +257,9 @@ def test_bad_shapes_and_dtypes_are_rejected():
         sparsemax(torch.zeros(3, 4, dtype=torch.long))
     with pytest.raises(ValueError, match="dim"):
         sparsemax(z, dim=2)
-    with pytest.raises(ValueError, match="csoftmax, csparsemax, sigmoid, softmax, sparsemax"):
-        get_transform("entmax")
+    with pytest.raises(ValueError, match="centmax15, csoftmax, csparsemax, entmax, entmax15, "
+                                         "sigmoid, softmax, sparsemax"):
+        get_transform("entmax20")
 
 
 @pytest.mark.parametrize("name", ["sparsemax", "csoftmax", "csparsemax"])

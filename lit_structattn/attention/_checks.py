@@ -93,11 +93,13 @@ def run_transform(
     dim: int,
     mask: Tensor | None,
     checks_itself: Callable[[Tensor], bool] | None = None,
+    options: tuple[object, ...] = (),
 ) -> Tensor:
     """Check the inputs, move ``dim`` last, and apply ``function`` in a safe dtype.
 
     ``function.apply`` receives ``(z [..., L], valid [..., L] | None)`` for unconstrained
-    transforms, or ``(z, upper [..., L], valid)`` when ``upper`` is given. Non-finite scores
+    transforms, or ``(z, upper [..., L], valid)`` when ``upper`` is given, followed by
+    ``options`` (a transform's own parameters, such as entmax's alpha). Non-finite scores
     and infeasible bounds are handled here (each check a host synchronization), unless
     ``checks_itself(z)`` says that ``function`` applies the same rules to ``z`` itself (a GPU
     kernel that does it on the device). Returns a tensor of the shape of ``scores``.
@@ -122,7 +124,8 @@ def run_transform(
             z, valid, broken = screen_non_finite(z, valid)
             if u is not None:
                 check_feasible(u, valid, name)
-        out = function.apply(z, valid) if u is None else function.apply(z, u, valid)
+        inputs = (z, valid) if u is None else (z, u, valid)
+        out = function.apply(*inputs, *options)
         if broken is not None:
             out = out.masked_fill(broken, torch.nan)
     return out.to(out_dtype).movedim(-1, dim)

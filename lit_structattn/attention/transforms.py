@@ -1,23 +1,28 @@
 """The attention transforms by name, behind one signature.
 
 Every entry is called as ``transform(scores, upper=None, dim=-1, mask=None)`` and returns
-weights of the shape of ``scores``; masked positions get exactly 0. ``softmax``, ``sparsemax``
-and ``csoftmax``/``csparsemax`` return distributions; ``sigmoid`` returns independent
-selection probabilities in (0, 1) (Kim et al.'s sigmoid baseline).
+weights of the shape of ``scores``; masked positions get exactly 0. ``softmax``, ``sparsemax``,
+``entmax15``/``entmax`` and the constrained ``csoftmax``/``csparsemax``/``centmax15`` return
+distributions; ``sigmoid`` returns independent selection probabilities in (0, 1) (Kim et al.'s
+sigmoid baseline). ``entmax`` takes an option, ``get_transform("entmax", alpha=1.3)``
+(default 1.5).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import torch
 from torch import Tensor
 
 from ..common.checks import check_choice
+from .centmax import centmax15
 from .csoftmax import csoftmax
 from .csparsemax import csparsemax
+from .entmax import entmax, entmax15
 from .sparsemax import sparsemax
 
 
@@ -38,11 +43,13 @@ def masked_sigmoid(scores: Tensor, dim: int = -1, mask: Tensor | None = None) ->
 
 @dataclass(frozen=True)
 class Transform:
-    """A named transform; ``constrained`` ones need upper bounds."""
+    """A named transform; ``constrained`` ones need upper bounds; ``options`` are the keyword
+    arguments it takes besides the common ones (given to :func:`get_transform`)."""
 
     name: str
     function: Callable[..., Tensor]
     constrained: bool
+    options: tuple[str, ...] = ()
 
     def __call__(
         self, scores: Tensor, upper: Tensor | None = None, dim: int = -1, mask: Tensor | None = None
@@ -52,8 +59,8 @@ class Transform:
                 raise ValueError(f"the {self.name} transform needs upper bounds (upper=...)")
             return self.function(scores, upper, dim=dim, mask=mask)
         if upper is not None:
-            raise ValueError(f"the {self.name} transform takes no upper bounds; use csoftmax "
-                             "or csparsemax for constrained attention")
+            raise ValueError(f"the {self.name} transform takes no upper bounds; use csoftmax, "
+                             "csparsemax or centmax15 for constrained attention")
         return self.function(scores, dim=dim, mask=mask)
 
 
@@ -64,6 +71,9 @@ TRANSFORMS: dict[str, Transform] = {
         Transform("sparsemax", sparsemax, constrained=False),
         Transform("csoftmax", csoftmax, constrained=True),
         Transform("csparsemax", csparsemax, constrained=True),
+        Transform("entmax15", entmax15, constrained=False),
+        Transform("entmax", entmax, constrained=False, options=("alpha",)),
+        Transform("centmax15", centmax15, constrained=True),
         Transform("sigmoid", masked_sigmoid, constrained=False),
     )
 }
@@ -72,6 +82,15 @@ TRANSFORMS: dict[str, Transform] = {
 TransformName = Literal[tuple(sorted(TRANSFORMS))]
 
 
-def get_transform(name: str) -> Transform:
-    """The transform called ``name``; ``ValueError`` listing the valid names otherwise."""
-    return TRANSFORMS[check_choice("attention transform", name, sorted(TRANSFORMS))]
+def get_transform(name: str, **options: object) -> Transform:
+    """The transform called ``name`` with its ``options`` fixed (e.g. ``alpha=1.3`` for
+    ``entmax``); ``ValueError`` listing the valid names, or the options it takes, otherwise."""
+    transform = TRANSFORMS[check_choice("attention transform", name, sorted(TRANSFORMS))]
+    unknown = sorted(set(options) - set(transform.options))
+    if unknown:
+        takes = ", ".join(transform.options) or "none"
+        raise ValueError(f"the {name} transform takes no option {', '.join(unknown)} "
+                         f"(its options: {takes})")
+    if not options:
+        return transform
+    return replace(transform, function=functools.partial(transform.function, **options))

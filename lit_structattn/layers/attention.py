@@ -16,7 +16,8 @@ class Attention(AttentionLayer):
         query_dim: size ``Dq`` of the queries.
         key_dim: size ``Dk`` of the keys (default ``query_dim``).
         score: ``dot``, ``general`` (bilinear) or ``mlp``.
-        transform: ``softmax``, ``sparsemax``, ``csoftmax``, ``csparsemax`` or ``sigmoid``.
+        transform: ``softmax``, ``sparsemax``, ``entmax15``, ``entmax`` (alpha 1.5),
+            ``csoftmax``, ``csparsemax``, ``centmax15`` or ``sigmoid``.
 
     Unknown names raise ``ValueError`` listing the valid ones.
     """

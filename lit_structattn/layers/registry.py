@@ -19,7 +19,7 @@ from .attention import Attention
 from .contract import AttentionLayer
 from .segmentation import SegmentationAttention
 
-TRANSFORM_NAMES = tuple(sorted(TRANSFORMS))  # csoftmax, csparsemax, sigmoid, softmax, sparsemax
+TRANSFORM_NAMES = tuple(sorted(TRANSFORMS))  # centmax15, csoftmax, ..., softmax, sparsemax
 POSITIONAL = ("uniform", "left_to_right", "right_to_left", "vanilla")
 JOINT_OUTPUTS = ("soft", "full_joint", "beam_joint", "hard", "sample_joint")
 
@@ -50,7 +50,8 @@ FAMILIES: dict[str, dict[str, tuple[str, ...]]] = {
         "source_attention": ("none", "simple", "structured"),
         "output": JOINT_OUTPUTS,
     },
-    "memory_network": {"attention": ("softmax", "sparsemax", "unary_crf", "binary_crf")},
+    "memory_network": {"attention": ("softmax", "sparsemax", "entmax15", "unary_crf",
+                                     "binary_crf")},
     "nli": {
         "inter": TRANSFORM_NAMES,
         "intra": ("none", "simple", "structured", "hard_parent", "pretrained_structured"),

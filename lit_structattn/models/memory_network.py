@@ -172,7 +172,7 @@ class MemN2N(MemoryNetwork):
         vocab_size, hops (K), embed_dim (D = 20 in the paper), memory_size (most facts, 25),
         temporal_noise (probability of an empty memory, 0.1), init_std (0.1, as Sukhbaatar et
         al.).
-        transform: one of :data:`HOP_TRANSFORMS` (``softmax`` or ``sparsemax``).
+        transform: one of :data:`HOP_TRANSFORMS` (``softmax``, ``sparsemax`` or ``entmax15``).
     """
 
     def __init__(self, vocab_size: int, hops: int = 3, embed_dim: int = 20,

@@ -3,7 +3,8 @@ write a report with our mean and spread over seeds beside the paper's numbers.
 
 Three parts: :mod:`.runner` runs rows and tables (and is the command), :mod:`.ledger` knows
 where results are stored and writes the reports a ledger gives alone, :mod:`.report` computes a
-report's facts and prints them; :mod:`.tables` reads the tables."""
+report's facts and prints them; :mod:`.tables` reads the tables, :mod:`.claims` judges their
+claims and :mod:`.provenance` says what a run ran on."""
 
 import importlib
 from typing import Any

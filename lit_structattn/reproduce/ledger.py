@@ -13,17 +13,34 @@ again, and notes where a re-run differs from it by more than the seed spread. On
 it is run again, the file is renamed ``superseded.json``: no row is shown from it, only those
 notes.
 
+Verdict drift: :func:`write_ledger_reports` writes ``<table>/<budget>/verdicts.json`` beside
+the ledger's results, ``{"ledger": digest, "verdicts": {claim: verdict}}``, where the digest is
+the SHA-256 of the folder's results and earlier report (:func:`ledger_digest`). A verdict that
+changes while the digest stays the same changed by code or by a claim's definition, not by a
+run: :func:`write_ledger_reports` refuses it (:class:`VerdictDrift`) unless told to accept it.
+
 Contract: every folder is an argument; nothing here knows where a repository or its
 ``reports/`` is.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
-from .report import EarlierReport, RowSummary, write_report
-from .tables import TABLES, Row, Table
+from .report import (
+    Cited,
+    EarlierReport,
+    Report,
+    RowSummary,
+    shown_report,
+    table_verdicts,
+    write_report,
+)
+from .tables import BUDGETS, TABLES, Row, Table
+
+VERDICTS_FILE = "verdicts.json"
 
 
 def _slug(text: str) -> str:
@@ -133,24 +150,102 @@ def earlier_report(table: Table, budget: str, results: Path | None) -> EarlierRe
                          ) from error
 
 
+def cited_verdicts(table: Table, root: Path | None, results: Path | None) -> Cited:
+    """The verdicts of the claims of other tables that ``table``'s claims ``see``, at each
+    budget of the other table with runs stored under ``root`` or in the ledger ``results``
+    (over its report's seeds, with its earlier report), as its own report computes them; none
+    where it has no run. Nothing is filed in the ledger."""
+    cited: Cited = {}
+    for other_name, claim in {pair for c in table.claims for pair in c.see}:
+        other = TABLES[other_name]
+        found = []
+        for budget in (b for b in BUDGETS if b in other.budgets):
+            runs = {row.name: [r for seed in range(other.seeds) if (r := cached_result(
+                other, row, budget, seed, root, results)) is not None] for row in other.rows}
+            earlier = earlier_report(other, budget, results)
+            if any(runs.values()) or earlier.rows:
+                found += [(budget, v) for v in table_verdicts(other, runs, earlier)
+                          if v.claim.name == claim]
+        cited[other_name, claim] = tuple(found)
+    return cited
+
+
 def ledger_report_name(table: str, budget: str) -> str:
     """The committed report of ``table`` at ``budget``: ``<table>.md`` for the ``cpu`` budget
     (the reports beside the papers' tables), ``<table>_<budget>.md`` for the others."""
     return f"{table}.md" if budget == "cpu" else f"{table}_{budget}.md"
 
 
-def write_ledger_reports(results: Path, reports: Path) -> list[Path]:
-    """Write the report of every table and budget of the ledger ``results`` from it alone (as
-    ``--cached-only`` over the table's ``seeds``) into the folder ``reports``; returns the
-    reports' paths. What is committed in ``reports/`` must equal what this writes from
-    ``reports/results`` (``tests/test_ledger_reports.py``; ``make reports`` rewrites them)."""
-    written = []
+class VerdictDrift(RuntimeError):
+    """Verdicts that changed while the ledger they come from did not."""
+
+
+def ledger_digest(folder: Path) -> str:
+    """The SHA-256 over the sorted ``(path relative to folder, bytes)`` of the ledger folder
+    ``<results>/<table>/<budget>``'s results (``<row>/seed*.json``) and earlier report
+    (``earlier.json`` or ``superseded.json``), each path and content preceded by its length."""
+    files = [*folder.glob("*/seed*.json"),
+             *(folder / name for name in ("earlier.json", "superseded.json"))]
+    digest = hashlib.sha256()
+    for path in sorted(p.relative_to(folder).as_posix() for p in files if p.is_file()):
+        data = (folder / path).read_bytes()
+        for part in (path.encode(), data):
+            digest.update(b"%d:" % len(part) + part)
+    return digest.hexdigest()
+
+
+def ledger_report(table: Table, budget: str, results: Path) -> Report:
+    """The report of ``table`` at ``budget`` from the ledger ``results`` alone (as
+    ``--cached-only`` over the table's ``seeds``)."""
+    seeds = range(table.seeds)
+    return shown_report(
+        table, list(table.rows), budget, seeds,
+        stored_runs(table, list(table.rows), budget, seeds, None, results),
+        earlier_report(table, budget, results), cached_only=True,
+        cited=cited_verdicts(table, None, results))
+
+
+def write_ledger_reports(results: Path, reports: Path, accept_verdict_changes: bool = False
+                         ) -> list[Path]:
+    """Write the report of every table and budget of the ledger ``results`` from it alone
+    (:func:`ledger_report`) into the folder ``reports``, and each ledger folder's
+    ``verdicts.json``; returns the reports' paths. What is committed in ``reports/`` must equal
+    what this writes from ``reports/results`` (``tests/test_ledger_reports.py``; ``make
+    reports`` rewrites them). :class:`VerdictDrift`, before anything is written, when a
+    verdict differs from that of the folder's ``verdicts.json`` of the same ledger digest,
+    unless ``accept_verdict_changes`` (``make reports ACCEPT_VERDICTS=1``)."""
+    found = {}  # report path -> (report, ledger folder, verdicts record)
     for name in sorted(p.name for p in results.iterdir() if p.is_dir()):
-        table = TABLES[name]
         for budget in sorted(p.name for p in (results / name).iterdir() if p.is_dir()):
-            seeds = range(table.seeds)
-            written.append(write_report(
-                reports / ledger_report_name(name, budget), table, list(table.rows), budget,
-                seeds, stored_runs(table, list(table.rows), budget, seeds, None, results),
-                earlier_report(table, budget, results), cached_only=True))
-    return written
+            report = ledger_report(TABLES[name], budget, results)
+            folder = results / name / budget
+            record = {"ledger": ledger_digest(folder),
+                      "verdicts": {v.claim.name: v.verdict for v in report.claims}}
+            found[reports / ledger_report_name(name, budget)] = (report, folder, record)
+    drift = [f"{folder.parent.name} ({folder.name}), {claim}: {old} -> {new}"
+             for _, folder, record in found.values()
+             for claim, old, new in _changed_verdicts(folder, record)]
+    if drift and not accept_verdict_changes:
+        raise VerdictDrift(
+            "verdicts changed while their ledger did not (a change of code or of a claim; "
+            "accept with write_ledger_reports(..., accept_verdict_changes=True), `make "
+            "reports ACCEPT_VERDICTS=1`):\n" + "\n".join(f"  {line}" for line in drift))
+    for path, (report, folder, record) in found.items():
+        write_report(path, report)
+        (folder / VERDICTS_FILE).write_text(json.dumps(record, indent=2, ensure_ascii=False)
+                                            + "\n")
+    return list(found)
+
+
+def _changed_verdicts(folder: Path, record: dict) -> list[tuple[str, str, str]]:
+    """``(claim, old, new)`` for each claim whose verdict in ``record`` differs from the one
+    of the folder's ``verdicts.json`` of the same ledger digest (none when there is no such
+    file, or its digest differs)."""
+    path = folder / VERDICTS_FILE
+    if not path.exists():
+        return []
+    old = json.loads(path.read_text())
+    if old.get("ledger") != record["ledger"]:
+        return []
+    return [(claim, old["verdicts"][claim], new) for claim, new in record["verdicts"].items()
+            if claim in old.get("verdicts", {}) and old["verdicts"][claim] != new]

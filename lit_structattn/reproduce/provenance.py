@@ -17,6 +17,7 @@ from __future__ import annotations
 import platform
 import subprocess
 import time
+from importlib import metadata
 from pathlib import Path
 
 import torch
@@ -48,18 +49,24 @@ def source_commit() -> tuple[str | None, bool | None]:
     return commit, None if changes is None else bool(changes)
 
 
+def _installed_version() -> str:
+    """The version of the installed ``lit_structattn`` distribution ("unknown" without one)."""
+    try:
+        return metadata.version("lit_structattn")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def run_provenance(device: str) -> dict:
     """The provenance of a run finishing now on ``device`` (the runner's summary of where the
     trainer ran): ``finished`` (the day), ``commit`` and ``dirty`` (or ``version`` of an
     installed package), ``torch``, ``lightning``, ``python``, ``threads``, ``device``."""
     import lightning
 
-    from .. import __version__
-
     commit, dirty = source_commit()
     return {
         "finished": time.strftime("%Y-%m-%d"),
-        **({"commit": commit, "dirty": dirty} if commit else {"version": __version__}),
+        **({"commit": commit, "dirty": dirty} if commit else {"version": _installed_version()}),
         "torch": torch.__version__,
         "lightning": lightning.__version__,
         "python": platform.python_version(),

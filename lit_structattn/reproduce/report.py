@@ -1,29 +1,38 @@
 """The report of a table: its facts as data, then their Markdown.
 
-Problem: a report says a great deal (our mean and spread beside the paper per row and metric,
-the seed best on validation, group averages beside the paper's, the verdict on the paper's
-claim, re-runs that differ from an earlier report, each seed, the runs' notes, where and when
-they ran), and what it says must be tested apart from how it is printed.
+Problem: a report says a great deal (the verdict on each of the paper's claims, our mean and
+spread beside the paper per row and metric, the seed best on validation, group averages beside
+the paper's, re-runs that differ from an earlier report, each seed, the runs' notes, the code,
+libraries and machines the runs recorded), and what it says must be tested apart from how it is
+printed.
 
 Method: :func:`report_of` computes a :class:`Report` from the runs' results alone (the stored
-``result.json`` of each run, and the ledger's :class:`EarlierReport`); :func:`markdown` prints
-one, a short function per part. :func:`write_report` chooses the rows a report shows and writes
-it.
+``result.json`` of each run, and the ledger's :class:`EarlierReport`), its claims' verdicts by
+:mod:`.claims`; :func:`markdown` prints one, a short function per part. :func:`shown_report`
+chooses the rows a report shows, :func:`write_report` writes it.
 
 Contract: a report is a function of the table, the budget, the seeds, the results, the earlier
-report and the command's options (the torch version of this process only where no run recorded
-one): the same ledger writes the same bytes (``tests/test_ledger_reports.py``).
+report, the verdicts of the claims its claims ``see`` in other tables, and the command's
+options; nothing of the process that writes it (its torch version, its machine) enters it: the
+same ledger writes the same bytes (``tests/test_ledger_reports.py``).
 """
 
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import torch
+from .claims import UNTESTABLE, Sample, Verdict, verdicts
+from .tables import Comparison, Row, Table, Value
 
-from .tables import Claim, Row, Table
+#: the fields of a run's provenance (:mod:`.provenance`) a report prints, in its order
+PROVENANCE_FIELDS = ("finished", "commit", "torch", "lightning", "python", "threads", "device")
+
+#: ``{(table, claim name): ((budget, verdict), ...)}``: the verdicts of claims of other tables
+#: (at each budget with runs; none when not run), as a claim's ``see`` cites them
+Cited = dict[tuple[str, str], tuple[tuple[str, Verdict], ...]]
 
 
 @dataclass(frozen=True)
@@ -78,19 +87,6 @@ class GroupAverage:
 
 
 @dataclass(frozen=True)
-class ClaimCheck:
-    """The paper's claim on the seeds run for both of its rows: the labels of its metrics, the
-    seeds, the misses ``(label, seed, better's value, worse's value)`` and the mean margin per
-    metric."""
-
-    claim: Claim
-    labels: tuple[str, ...]
-    seeds: tuple[int, ...]
-    misses: tuple[tuple[str, int, float, float], ...]
-    margins: tuple[float, ...]
-
-
-@dataclass(frozen=True)
 class Difference:
     """A row run again whose mean lies further from the earlier report's than the seed spread:
     ``(mean, std, seeds)`` here and there, both as the earlier report printed them apart."""
@@ -124,14 +120,12 @@ class RunNote:
 
 @dataclass(frozen=True)
 class Provenance:
-    """What the runs recorded: torch versions (this process's where none did), threads per
-    run, devices, the days they finished and how many recorded no day."""
+    """What the report's ``runs`` recorded (:mod:`.provenance`): per field of
+    :data:`PROVENANCE_FIELDS`, its distinct values with their numbers of runs, in value order
+    (the runs without one: ``runs`` minus their sum)."""
 
-    torch: tuple[str, ...]
-    threads: tuple[int | str, ...]
-    devices: tuple[str, ...]
-    days: tuple[str, ...]
-    undated: int
+    runs: int
+    recorded: dict[str, tuple[tuple[str, int], ...]]
 
 
 @dataclass(frozen=True)
@@ -143,7 +137,7 @@ class Report:
     seeds: range
     rows: dict[str, RowSummary]
     groups: tuple[GroupAverage, ...]
-    claim: ClaimCheck | None
+    claims: tuple[Verdict, ...]
     differences: tuple[Difference, ...]
     per_seed: tuple[SeedValues, ...]
     notes: tuple[RunNote, ...]
@@ -152,15 +146,18 @@ class Report:
     not_run: tuple[str, ...] = ()  # rows of the paper's table not run here
     cached_only: bool = False
     trainer: dict[str, str] = field(default_factory=dict)
+    cited: Cited = field(default_factory=dict)  # the verdicts the claims' ``see`` names
 
 
-def _best_of(runs: list[dict], key: str, select_by: str) -> float | None:
+def _best_of(runs: list[dict], key: str, select_by: str, top: int = 1) -> float | None:
     """Test value ``key`` of the run with the best validation ``select_by`` (the lowest seed on
-    ties), None when no run has both."""
-    ranked = [r for r in runs if key in r["metrics"] and select_by in r.get("validation", {})]
+    ties), or the mean over the ``top`` best runs; None when no run has both."""
+    ranked = sorted((r for r in runs if key in r["metrics"]
+                     and select_by in r.get("validation", {})),
+                    key=lambda r: -r["validation"][select_by])  # stable: seed order on ties
     if not ranked:
         return None
-    return max(ranked, key=lambda r: r["validation"][select_by])["metrics"][key]
+    return statistics.mean(r["metrics"][key] for r in ranked[:top])
 
 
 def summarize(table: Table, runs: list[dict]) -> RowSummary:
@@ -169,7 +166,8 @@ def summarize(table: Table, runs: list[dict]) -> RowSummary:
     for key, _ in table.metrics:
         values = [table.scale * r["metrics"][key] for r in runs if key in r["metrics"]]
         if values:
-            best = _best_of(runs, key, table.select_by) if table.select_by else None
+            best = (_best_of(runs, key, table.select_by, table.select_top.get(key, 1))
+                    if table.select_by else None)
             cells[key] = (statistics.mean(values),
                           statistics.stdev(values) if len(values) > 1 else None,
                           None if best is None else table.scale * best)
@@ -181,13 +179,15 @@ def summarize(table: Table, runs: list[dict]) -> RowSummary:
 def row_summaries(table: Table, results: dict[str, list[dict]], earlier: EarlierReport
                   ) -> dict[str, RowSummary]:
     """Per row, the summary of its runs, or the ``earlier`` report's row while that has more
-    seeds (and is not superseded)."""
+    seeds (and is not superseded); a row with neither has none."""
     rows = {}
     for row in table.rows:
         runs = results.get(row.name, [])
         before = None if earlier.superseded else earlier.rows.get(row.name)
-        rows[row.name] = (before if before is not None and before.seeds > len(runs)
-                          else summarize(table, runs))
+        if before is not None and before.seeds > len(runs):
+            rows[row.name] = before
+        elif runs:
+            rows[row.name] = summarize(table, runs)
     return rows
 
 
@@ -220,27 +220,21 @@ def _group_cell(key: str, shown: list[Row], rows: dict[str, RowSummary],
                      printed=printed if paper is not None else None)
 
 
-def claim_check(table: Table, results: dict[str, list[dict]]) -> ClaimCheck | None:
-    """The table's :class:`~.tables.Claim` checked on every seed run for both of its rows that
-    logged its metrics; None when the table makes no claim or there is no such seed."""
-    claim = table.claim
-    if claim is None:
-        return None
-    better = {r.get("seed"): r["metrics"] for r in results.get(claim.better, [])}
-    worse = {r.get("seed"): r["metrics"] for r in results.get(claim.worse, [])}
-    seeds = sorted(seed for seed in better.keys() & worse.keys() if seed is not None
-                   and all(key in better[seed] and key in worse[seed] for key in claim.metrics))
-    if not seeds:
-        return None
-    labels = dict(table.metrics)
-    return ClaimCheck(
-        claim, tuple(labels[key] for key in claim.metrics), tuple(seeds),
-        tuple((labels[key], seed, table.scale * better[seed][key],
-               table.scale * worse[seed][key])
-              for seed in seeds for key in claim.metrics
-              if not better[seed][key] > worse[seed][key]),
-        tuple(statistics.mean(table.scale * (better[s][key] - worse[s][key]) for s in seeds)
-              for key in claim.metrics))
+def claim_verdicts(table: Table, results: dict[str, list[dict]], rows: dict[str, RowSummary]
+                   ) -> tuple[Verdict, ...]:
+    """The verdict on each claim of ``table`` (:func:`.claims.verdicts`) from ``results`` and,
+    for a row shown from an earlier report, its mean, spread and seeds there (``rows``: the row
+    summaries a report shows)."""
+    earlier = {name: {key: Sample(mean, None if std is None else std**2, summary.seeds)
+                      for key, (mean, std, _) in summary.cells.items()}
+               for name, summary in rows.items() if summary.earlier}
+    return verdicts(table, results, earlier)
+
+
+def table_verdicts(table: Table, results: dict[str, list[dict]], earlier: EarlierReport
+                   ) -> tuple[Verdict, ...]:
+    """The verdicts of ``table``'s report over all its rows from ``results`` and ``earlier``."""
+    return claim_verdicts(table, results, row_summaries(table, results, earlier))
 
 
 def differences(table: Table, rows: dict[str, RowSummary], earlier: EarlierReport
@@ -297,40 +291,52 @@ def run_notes(table: Table, results: dict[str, list[dict]]) -> tuple[RunNote, ..
 
 
 def provenance(results: dict[str, list[dict]]) -> Provenance:
-    """What the runs of ``results`` recorded."""
+    """What the runs of ``results`` recorded: only that, never what this process runs on."""
     runs = [r for rows in results.values() for r in rows]
-    return Provenance(
-        torch=tuple(sorted({r["torch"] for r in runs if "torch" in r})) or (torch.__version__,),
-        threads=tuple(sorted({r.get("threads", "?") for r in runs}, key=str)),
-        devices=tuple(sorted({r["device"] for r in runs if "device" in r})),
-        days=tuple(sorted({r["finished"] for r in runs if "finished" in r})),
-        undated=sum("finished" not in r for r in runs))
+    return Provenance(len(runs), {
+        name: tuple(sorted(Counter(v for r in runs if (v := _recorded(r, name)) is not None
+                                   ).items()))
+        for name in PROVENANCE_FIELDS})
+
+
+def _recorded(run: dict, name: str) -> str | None:
+    """Field ``name`` of a run's provenance as a report prints it (None when not recorded): a
+    commit as its first 10 hex digits, marked when tracked files differed from it, or the
+    version of an installed package."""
+    if name != "commit":
+        return None if run.get(name) is None else str(run[name])
+    if run.get("commit"):
+        return run["commit"][:10] + (" (uncommitted changes)" if run.get("dirty") else "")
+    return None if run.get("version") is None else f"installed version {run['version']}"
 
 
 def report_of(
     table: Table, budget: str, seeds: range, results: dict[str, list[dict]],
     not_run: tuple[str, ...] = (), cached_only: bool = False,
     earlier: EarlierReport = EarlierReport(), trainer: dict[str, str] | None = None,
+    cited: Cited | None = None,
 ) -> Report:
     """The facts of the report of ``table``'s rows over ``seeds`` from ``results`` (``{row
     name: results of its runs}``): a row of the ``earlier`` report is shown instead of its runs
     while it has more seeds than they do; ``not_run``: the rows of the paper's table left out;
-    ``cached_only`` and ``trainer``: the command's options."""
+    ``cached_only`` and ``trainer``: the command's options; ``cited``: the verdicts of the
+    claims of other tables that its claims ``see`` (not run where absent)."""
     rows = row_summaries(table, results, earlier)
     return Report(
         table=table, budget=budget, seeds=seeds, rows=rows, groups=group_averages(table, rows),
-        claim=claim_check(table, results), differences=differences(table, rows, earlier),
+        claims=claim_verdicts(table, results, rows),
+        differences=differences(table, rows, earlier),
         per_seed=per_seed(table, results, rows), notes=run_notes(table, results),
         provenance=provenance(results), earlier=earlier, not_run=not_run,
-        cached_only=cached_only, trainer=dict(trainer or {}))
+        cached_only=cached_only, trainer=dict(trainer or {}), cited=dict(cited or {}))
 
 
-def write_report(
-    path: Path, table: Table, rows: list[Row], budget: str, seeds: range,
-    results: dict[str, list[dict]], earlier: EarlierReport, cached_only: bool = False,
-    trainer: dict[str, str] | None = None,
-) -> Path:
-    """Write to ``path`` the report of the ``rows`` chosen of ``table`` from ``results``; with
+def shown_report(
+    table: Table, rows: list[Row], budget: str, seeds: range, results: dict[str, list[dict]],
+    earlier: EarlierReport, cached_only: bool = False, trainer: dict[str, str] | None = None,
+    cited: Cited | None = None,
+) -> Report:
+    """The report of the ``rows`` chosen of ``table`` (:func:`report_of`); with
     ``cached_only`` a row with neither runs nor a row of the ``earlier`` report to show is left
     out, as not run."""
     if cached_only:
@@ -339,10 +345,14 @@ def write_report(
                 or (shown and row.name in earlier.rows)]
     names = {row.name for row in rows}
     not_run = tuple(row.name for row in table.rows if row.name not in names)
-    facts = report_of(replace(table, rows=tuple(rows)), budget, seeds, results, not_run,
-                      cached_only, earlier, trainer)
+    return report_of(replace(table, rows=tuple(rows)), budget, seeds, results, not_run,
+                     cached_only, earlier, trainer, cited)
+
+
+def write_report(path: Path, report: Report) -> Path:
+    """Write the Markdown of ``report`` to ``path``; returns ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(markdown(facts))
+    path.write_text(markdown(report))
     return path
 
 
@@ -352,20 +362,13 @@ def render(table: Table, budget: str, seeds: range, results: dict[str, list[dict
     return markdown(report_of(table, budget, seeds, results, **options))
 
 
-def verdict(table: Table, results: dict[str, list[dict]]) -> str | None:
-    """One sentence on the table's claim, from the seeds run for both of its rows
-    (:func:`claim_check`): held in every seed and metric (with the mean margins), or where it
-    did not; None when the table makes no claim or the rows share no seed."""
-    check = claim_check(table, results)
-    return None if check is None else _verdict_text(check)
-
-
 # The Markdown of a report, part by part.
 
 
 def markdown(report: Report) -> str:
-    """The report: how it was produced, then ours (mean ± std over seeds) beside the paper per
-    metric and the seeds of each row, then the verdict, footnotes and notes."""
+    """The report: the verdicts on the paper's claims, how it was produced, then ours (mean ±
+    std over seeds) beside the paper per metric and the seeds of each row, footnotes and
+    notes."""
     lines = [*_preamble(report), *_table_lines(report), *_footnotes(report)]
     notes = [*_difference_lines(report.differences, report.earlier.source),
              *_per_seed_lines(report), *_note_lines(report)]
@@ -379,39 +382,128 @@ def _preamble(report: Report) -> list[str]:
     cached = "; the rows show the finished runs among them (column seeds)"
     return [
         f"# {table.title}", "",
+        *claims_table(report.claims),
+        *_bug_or_budget(report),
         _produced_by(report), "",
+        *_provenance_lines(report.provenance),
         f"**Budget `{report.budget}`:** {table.budgets[report.budget][1]}. **Seeds:** "
         f"{seeds.start}..{seeds.stop - 1}{cached if report.cached_only else ''}.", "",
         f"**Data:** {table.note}", "",
         *([f"**Rows of the paper's table not run here:** {'; '.join(report.not_run)}.", ""]
           if report.not_run else []),
         "Cells: ours, "
-        + (f"the test value of the seed best on {table.select_by} / " if table.select_by else "")
+        + (f"the test value of the seed best on {table.select_by}{_top_text(table)} / "
+           if table.select_by else "")
         + "mean ± standard deviation over seeds"
         f" ({'in %; ' if table.scale == 100 else ''}the mean alone for one seed), then the "
         "paper's number.", "",
     ]
 
 
+#: the verdict rule in one sentence, under every claims table
+RULE = (
+    "Paper and ours: A − B for a comparison of rows A and B, the row's mean for a value; the "
+    "verdict, by one rule (`lit_structattn/reproduce/claims.py`), takes t = our difference in "
+    "the paper's direction over its standard error across seeds (Welch) and says reproduced "
+    "for t ≥ 2, same sign within spread for 0 < t < 2, reversed within spread for −2 < t ≤ 0 "
+    "and contradicted for t ≤ −2 (a value: reproduced when within its tolerance plus 2 SE), "
+    "and untestable where the claim says so, or a row was not run or has fewer than 2 seeds.")
+
+
+def claims_table(found: tuple[Verdict, ...]) -> list[str]:
+    """The verdicts ``found`` as a Markdown table with the rule under it, or one line when the
+    table states no claims."""
+    if not found:
+        return ["**Claims:** this table states no claims of the paper yet.", ""]
+    return ["| claim | paper | ours | SE | seeds won | verdict |", "|---|---|---|---|---|---|",
+            *(f"| {v.claim.name}{f' ({v.claim.source})' if v.claim.source else ''} | "
+              f"{_paper_cell(v)} | {_ours_cell(v)} | {_number(v.se, '.2f')} | {_won(v)} | "
+              f"{_verdict_cell(v)} |" for v in found), "", RULE, ""]
+
+
+def _paper_cell(found: Verdict) -> str:
+    states = found.claim.states
+    if isinstance(states, Value):
+        return f"{states.value:.1f} (tolerance {states.tolerance:.1f})"
+    return _number(found.paper, "+.1f")
+
+
+def _ours_cell(found: Verdict) -> str:
+    return _number(found.ours, "+.1f" if isinstance(found.claim.states, Comparison) else ".1f")
+
+
+def _number(value: float | None, form: str) -> str:
+    return "—" if value is None else format(value, form)
+
+
+def _won(found: Verdict) -> str:
+    return "—" if found.won is None else f"{found.won[0]} of {found.won[1]}"
+
+
+def _verdict_cell(found: Verdict) -> str:
+    if found.verdict == UNTESTABLE:
+        return f"untestable: {found.reason}"
+    return f"{found.verdict} ({found.reason})"
+
+
+def _bug_or_budget(report: Report) -> list[str]:
+    """For each claim with ``evidence`` or ``see``: its evidence and the verdicts of the same
+    claim in the other tables it names."""
+    lines = []
+    for found in report.claims:
+        claim = found.claim
+        if not claim.evidence and not claim.see:
+            continue
+        lines.append(f"- **{claim.name}:**{''.join(f' {text}' for text in claim.evidence)}")
+        for other_table, other_claim in claim.see:
+            cited = report.cited.get((other_table, other_claim), ())
+            lines += [f"  - {other_table} (budget `{budget}`), {other_claim}: {_cited(v)}"
+                      for budget, v in cited] or [f"  - {other_table}, {other_claim}: not run."]
+    return ["**Bug or budget:**", "", *lines, ""] if lines else []
+
+
+def _cited(found: Verdict) -> str:
+    """A verdict cited from another table, with its numbers."""
+    numbers = [f"paper {_paper_cell(found)}", f"ours {_ours_cell(found)}",
+               f"SE {_number(found.se, '.2f')}", f"seeds won {_won(found)}"]
+    return f"{_verdict_cell(found)}; {', '.join(numbers)}."
+
+
+def _top_text(table: Table) -> str:
+    """`` (facts: the mean of the 10 best)`` for the metrics with a ``select_top``."""
+    labels = dict(table.metrics)
+    parts = [f"{labels[key]}: the mean of the {top} best" for key, top in table.select_top.items()]
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
 def _produced_by(report: Report) -> str:
-    """The command, when its runs finished, torch, threads and devices."""
-    seeds, ran = report.seeds, report.provenance
+    """The command."""
+    seeds = report.seeds
     command = (f"structattn reproduce {report.table.name} --budget {report.budget} --seeds "
                f"{seeds.stop}{f' --first-seed {seeds.start}' if seeds.start else ''}"
                f"{' --cached-only' if report.cached_only else ''}"
                + "".join(f" --{key} {value}" for key, value in report.trainer.items()))
-    days = ran.days
-    when = ("" if not days else f" on {days[0]}" if len(days) == 1
-            else f" from {days[0]} to {days[-1]}")
-    threads = f", {'/'.join(map(str, ran.threads))} thread(s) per run" if ran.threads else ""
-    devices = f", on {' / '.join(ran.devices)}" if ran.devices else ""
-    undated = ""
-    if days and ran.undated:  # runs filed before results recorded their day
-        undated = (" One of its runs is older and recorded no date." if ran.undated == 1
-                   else f" {ran.undated} of its runs are older and recorded no date.")
-    return (f"Produced by `{command}`{when} (torch {'/'.join(ran.torch)}{threads}{devices})."
-            f"{undated} Wall times are as measured on a shared 2-core machine, where several "
-            "runs may have run at once.")
+    return (f"Produced by `{command}`. Wall times are as measured on a shared 2-core machine, "
+            "where several runs may have run at once.")
+
+
+def _provenance_lines(ran: Provenance) -> list[str]:
+    """Per field, the values the runs recorded with their numbers of runs, and how many runs
+    recorded none."""
+    if not ran.runs:
+        return ["**Provenance:** the report shows no run of its own.", ""]
+    lines = []
+    for name, values in ran.recorded.items():
+        missing = ran.runs - sum(count for _, count in values)
+        shown = [f"{value} ({_runs(count)})" for value, count in values]
+        if missing:
+            shown.append(f"not recorded ({_runs(missing)})")
+        lines.append(f"- {name}: {'; '.join(shown)}")
+    return [f"**Provenance, as its {_runs(ran.runs)} recorded it:**", "", *lines, ""]
+
+
+def _runs(count: int) -> str:
+    return f"{count} run{'s' if count != 1 else ''}"
 
 
 def _table_lines(report: Report) -> list[str]:
@@ -461,32 +553,13 @@ def _group_line(report: Report, group: GroupAverage) -> str:
     return f"| average, {group.group} ({rows}) | " + " | ".join(cells) + " | — | — |"
 
 
-def _verdict_text(check: ClaimCheck) -> str:
-    better, worse = check.claim.better, check.claim.worse
-    where = _series(list(check.labels))
-    seeds = check.seeds
-    runs = f"seed {seeds[0]}" if len(seeds) == 1 else f"each of the {len(seeds)} seeds"
-    if check.misses:
-        misses = "; ".join(f"{label}, seed {seed} ({ours:.1f} vs {theirs:.1f})"
-                           for label, seed, ours, theirs in check.misses)
-        return (f"**Verdict:** {better} is not above {worse} at {where} in {runs}: not at "
-                f"{misses}. The paper's claim does not hold in these runs.")
-    margins = _series([f"{margin:.1f}" for margin in check.margins])
-    return (f"**Verdict:** {better} is above {worse} at {where} in {runs}, as the paper "
-            f"reports (by {margins} points{' on average' if len(seeds) > 1 else ''}).")
-
-
-def _series(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
-
-
 def _shows_earlier(report: Report) -> bool:
     return any(summary.earlier for summary in report.rows.values())
 
 
 def _footnotes(report: Report) -> list[str]:
-    """The verdict, then what the marks of the table mean."""
-    lines = ["", _verdict_text(report.claim)] if report.claim else []
+    """What the marks of the table mean."""
+    lines = []
     if any(summary.partial_wall for summary in report.rows.values()):
         lines += ["", "\\* a run of this row was interrupted and resumed from its last "
                   "checkpoint: its wall time counts only the part after the resumption."]

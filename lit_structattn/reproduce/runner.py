@@ -35,6 +35,7 @@ import torch
 from ..common.checks import check_choice
 from ..run.folders import folder_lock
 from .ledger import (
+    cited_verdicts,
     earlier_report,
     file_result,
     ledger_file,
@@ -44,7 +45,7 @@ from .ledger import (
     stored_runs,
 )
 from .provenance import run_provenance
-from .report import write_report
+from .report import shown_report, write_report
 from .tables import BUDGETS, TABLES, Row, Table
 
 
@@ -212,7 +213,9 @@ def run_table(
     trained: the report shows the stored runs among those seeds (and the rows of the ledger's
     earlier report), and rows without any as not run. ``trainer``: Trainer options that
     override the configs' (:func:`run_one`). Before it trains it prints the threads and, on a
-    busy machine, why the runs will take longer (:func:`machine_notice`)."""
+    busy machine, why the runs will take longer (:func:`machine_notice`). The claims of other
+    tables that the table's claims ``see`` are judged from the runs under ``root`` and in
+    ``results``."""
     check_choice("table", name, sorted(TABLES))
     check_choice("budget", budget, BUDGETS)
     table = TABLES[name]
@@ -226,8 +229,9 @@ def run_table(
             print(line, flush=True)
         runs = {row.name: [run_one(table, row, budget, seed, root, results, trainer)
                            for seed in seed_range] for row in chosen}
-    return write_report(report or root / f"{name}.md", table, chosen, budget, seed_range, runs,
-                        earlier_report(table, budget, results), cached_only, trainer)
+    return write_report(report or root / f"{name}.md", shown_report(
+        table, chosen, budget, seed_range, runs, earlier_report(table, budget, results),
+        cached_only, trainer, cited_verdicts(table, root, results)))
 
 
 BUDGET_HELP = """budgets (--budget):
@@ -318,22 +322,23 @@ def main(argv: list[str] | None = None) -> None:
 
 def _verify(parser: argparse.ArgumentParser, args: argparse.Namespace,
             trainer: dict[str, str]) -> None:
-    """``--verify ROW``: :func:`~.verify.verify_row` and its lines; exit status 1 when a metric
-    lands outside the recorded spread."""
-    from .verify import verification_lines, verify_row
+    """``--verify ROW``: one seed of ROW re-run in a new folder under ``ROOT/verify``, compared
+    with the row's runs in the ledger (:mod:`.verify`); exit status 1 when a metric lands
+    outside their spread."""
+    from .verify import compare, recorded_runs, verification_lines
 
     table = TABLES[args.table]
-    rows = [row.name for row in table.rows]
-    if args.verify not in rows:
+    row = next((r for r in table.rows if r.name == args.verify), None)
+    if row is None:
         parser.error(f"--verify: {args.verify!r} is no row of {args.table}; rows: "
-                     f"{', '.join(rows)}")
-    results = args.results or args.reports / "results"
-    fresh = args.root / "verify" / time.strftime("%Y%m%d-%H%M%S")
+                     f"{', '.join(r.name for r in table.rows)}")
     try:
-        checks = verify_row(table, args.verify, args.budget, args.first_seed, fresh, results,
-                            trainer)
+        recorded = recorded_runs(table, row, args.budget, args.results or args.reports / "results")
     except ValueError as error:
         parser.error(str(error))
-    print("\n".join(verification_lines(table, args.verify, args.first_seed, checks)))
+    fresh = args.root / "verify" / time.strftime("%Y%m%d-%H%M%S")
+    result = run_one(table, row, args.budget, args.first_seed, fresh, None, trainer)
+    checks = compare(table, args.first_seed, result, recorded)
+    print("\n".join(verification_lines(table, row.name, args.first_seed, checks)))
     if any(check.inside is False for check in checks):
         raise SystemExit(1)

@@ -1,15 +1,15 @@
 """The paper tables the runner knows, read from ``configs/tables/*.yaml``: their rows (a stack of
 config files plus a config overlay), the metrics to report, the paper's numbers, and the overlay
-of each budget, as the dataclasses :class:`Table`, :class:`Row` and :class:`Claim` the runner
-reads.
+of each budget and the paper's claims, as the dataclasses :class:`Table`, :class:`Row` and
+:class:`Claim` the runner reads.
 
-Method: every mapping of a file has a dataclass of its form (``_TableEntry``, ``_RowEntry``, ...,
-:class:`Claim` as it is) whose types jsonargparse checks, the parser the configs go through; by
-hand are checked only the keys, the config files, the budget names and what spans rows and
-tables (unique row names, the rows a ``test_of``, a claim or ``same_run_as`` names, the paper's
-numbers of the table's metrics). The loader then turns overlays into the CLI arguments the
-runner passes. A bad file raises :class:`TableFileError` naming the file, the table / row and
-the key.
+Method: every mapping of a file has a dataclass of its form (``_TableEntry``, ``_RowEntry``,
+...) whose types jsonargparse checks, the parser the configs go through; by hand are checked
+only the keys, the config files, the budget names and what spans rows, claims and tables
+(unique row and claim names, the rows and metrics a ``test_of``, a claim or ``same_run_as``
+names, the paper's numbers of the table's metrics, the claims a ``see`` names). The loader then
+turns overlays into the CLI arguments the runner passes. A bad file raises
+:class:`TableFileError` naming the file, the table / row / claim and the key.
 
 A table file has ``tables: {name: table}`` and may have ``shared:``, a free section for the YAML
 anchors its tables share (``&note``, ``*note``, ``<<: *budgets``). A table::
@@ -19,7 +19,12 @@ anchors its tables share (``&note``, ``*note``, ``<<: *budgets``). A table::
     metrics: [{key: test/bleu, label: BLEU}, ...]
     scale: 1                   # optional, default 100 (fractions -> %)
     select_by: val/accuracy    # optional
-    claim: {better: row, worse: row, metrics: [key, ...]}        # optional
+    select_top: {test/facts: 10}  # optional, with select_by: a metric's mean over the N best
+    claims:                    # optional: the paper's claims, each judged by reproduce/claims.py
+      - {name: ..., compare: [row A, row B], metric: key, direction: higher}  # paper_gap: optional
+      - {name: ..., row: row, metric: key, tolerance: 5.0}                    # value: optional
+      - {name: ..., untestable: why this set-up cannot test it}
+      # each may have source: ..., evidence: [markdown sentence, ...], see: [[table, claim]]
     printed_averages: {group: {key: number}}  # optional: the paper's own average of a group
     seeds: 5                   # optional, default 3: the seeds of the committed report
     budgets: {ci: {describe: ..., overlay: {trainer: {max_epochs: 1}}}, cpu: ...}
@@ -39,7 +44,7 @@ import copy
 import functools
 import re
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -69,14 +74,50 @@ class Row:
     group: str | None = None  # rows of a group are also averaged together in the report
 
 
+DIRECTIONS = ("higher", "lower")
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The paper's row ``rows[0]`` (A) above (``direction`` ``higher``) or below (``lower``) its
+    row ``rows[1]`` (B) on ``metric``; ``paper_gap``: the paper's A - B in the report's units
+    (None when the file gives none and a row has no paper number for the metric)."""
+
+    rows: tuple[str, str]
+    metric: str
+    direction: str
+    paper_gap: float | None
+
+
+@dataclass(frozen=True)
+class Value:
+    """The paper's number ``value`` for ``row`` on ``metric``, which ours should match within
+    ``tolerance`` (both in the report's units)."""
+
+    row: str
+    metric: str
+    value: float
+    tolerance: float
+
+
+@dataclass(frozen=True)
+class Untestable:
+    """A claim this set-up cannot test, and why."""
+
+    reason: str
+
+
 @dataclass(frozen=True)
 class Claim:
-    """A claim of the paper that the report checks run by run: row ``better`` above row
-    ``worse`` on every metric key of ``metrics``, in every seed."""
+    """A claim of the paper (:mod:`.claims` judges it): its name in the report, what it states,
+    where the paper says it, bug-or-budget ``evidence`` (markdown sentences) and the same claim
+    in other tables, ``see``: ``((table, claim name), ...)``."""
 
-    better: str
-    worse: str
-    metrics: tuple[str, ...]
+    name: str
+    states: Comparison | Value | Untestable
+    source: str | None = None
+    evidence: tuple[str, ...] = ()
+    see: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -94,7 +135,10 @@ class Table:
     # A validation metric the runs' ModelCheckpoint monitors: cells then also show the test
     # value of the seed best on it (the best-of-N-initializations protocol of some papers).
     select_by: str | None = None
-    claim: Claim | None = None  # checked in the report's verdict
+    # Metrics whose "best" cell is the mean test value of the N seeds best on ``select_by``
+    # (Kim et al.'s bAbI facts: the mean of the 10 best of 20 initializations), not the best's.
+    select_top: dict[str, int] = field(default_factory=dict)
+    claims: tuple[Claim, ...] = ()  # judged in the report's claims table
     # The averages the paper prints for a row group (which may differ from the mean of the
     # paper's numbers for its rows), with the group's number of rows: shown beside that mean,
     # both labelled, when a report shows the whole group.
@@ -135,7 +179,8 @@ class _TableEntry:
     rows: list[dict[str, Any]] = _as_written()  # each a _RowEntry
     scale: float = 100.0
     select_by: str | None = _as_written(default=None)
-    claim: dict[str, Any] | None = _as_written(default=None)  # a Claim
+    select_top: dict[str, int] = field(default_factory=dict)
+    claims: list[dict[str, Any]] = _as_written(default_factory=list)  # each a _ClaimEntry
     printed_averages: dict[str, dict[str, float]] = field(default_factory=dict)
     seeds: int = 3
 
@@ -162,6 +207,26 @@ class _RowEntry:
     same_run_as: tuple[str, str] | None = None
     group: str | None = _as_written(default=None)
 
+
+@dataclass(frozen=True)
+class _ClaimEntry:
+    name: str
+    compare: tuple[str, str] | None = _as_written(default=None)  # a comparison of rows [A, B]
+    row: str | None = _as_written(default=None)  # a value of a row
+    untestable: str | None = _as_written(default=None)  # the reason
+    metric: str | None = _as_written(default=None)
+    direction: str | None = _as_written(default=None)
+    paper_gap: float | None = None
+    value: float | None = None
+    tolerance: float | None = None
+    source: str | None = _as_written(default=None)
+    evidence: list[str] = _as_written(default_factory=list)
+    see: list[tuple[str, str]] = _as_written(default_factory=list)
+
+
+#: the keys of each kind of claim, beside name, source, evidence and see
+_CLAIM_KEYS = {"compare": {"metric", "direction", "paper_gap"},
+               "row": {"metric", "value", "tolerance"}, "untestable": set()}
 
 _Entry = TypeVar("_Entry")
 
@@ -267,8 +332,8 @@ def _budgets(spec: dict[str, dict], where: str) -> dict[str, tuple[tuple[str, ..
 
 
 def _check_rows(table: Table, where: str) -> None:
-    """Row names are unique; ``test_of``, the claim and the paper's numbers name rows and
-    metrics of the table."""
+    """Row names are unique; ``test_of`` and the paper's numbers name rows and metrics of the
+    table."""
     names = [row.name for row in table.rows]
     for name in names:
         if names.count(name) > 1:
@@ -281,13 +346,6 @@ def _check_rows(table: Table, where: str) -> None:
         if unknown:
             raise TableFileError(f"{where}, row {row.name!r}: paper numbers for {unknown}, "
                                  "which are not metrics of the table")
-    claim = table.claim
-    if claim is not None and not {claim.better, claim.worse} <= set(names):
-        raise TableFileError(f"{where}, claim: {claim.better!r} and {claim.worse!r} must be "
-                             f"rows of the table; rows: {', '.join(names)}")
-    if claim is not None and not set(claim.metrics) <= {key for key, _ in table.metrics}:
-        raise TableFileError(f"{where}, claim: metrics {list(claim.metrics)} must be metrics "
-                             "of the table")
 
 
 def _table(name: str, spec: object, where: str, configs: Path) -> Table:
@@ -304,14 +362,98 @@ def _table(name: str, spec: object, where: str, configs: Path) -> Table:
         note=entry.note if isinstance(entry.note, str) else " ".join(entry.note),
         scale=entry.scale,
         select_by=entry.select_by,
-        claim=None if entry.claim is None else _parsed(Claim, entry.claim, f"{where}, claim"),
+        select_top=entry.select_top,
         printed_averages={group: (sum(row.group == group for row in rows), values)
                           for group, values in entry.printed_averages.items()},
         seeds=entry.seeds,
     )
     _check_rows(table, where)
     _check_printed_averages(table, where)
-    return table
+    _check_select_top(table, where)
+    claims = tuple(_claim(claim, index, table, where)
+                   for index, claim in enumerate(entry.claims, start=1))
+    names = [claim.name for claim in claims]
+    for claim in names:
+        if names.count(claim) > 1:
+            raise TableFileError(f"{where}: two claims are named {claim!r}")
+    return replace(table, claims=claims)
+
+
+def _claim(spec: dict, index: int, table: Table, where: str) -> Claim:
+    """Claim number ``index`` (from 1) of ``table`` at ``where``: exactly one of ``compare``,
+    ``row`` and ``untestable``, with the keys of its kind, naming rows and metrics of the
+    table."""
+    name = spec.get("name") if isinstance(spec, dict) else None
+    at = f"{where}, claim {name!r}" if isinstance(name, str) else f"{where}, claim {index}"
+    entry = _parsed(_ClaimEntry, spec, at)
+    given = {key for key, value in spec.items() if value is not None}
+    kinds = [kind for kind in _CLAIM_KEYS if kind in given]
+    if len(kinds) != 1:
+        given_kinds = f" (given: {', '.join(kinds)})" if kinds else ""
+        raise TableFileError(f"{at}: give exactly one of {', '.join(_CLAIM_KEYS)}{given_kinds}")
+    kind = kinds[0]
+    foreign = sorted(given & (set().union(*_CLAIM_KEYS.values()) - _CLAIM_KEYS[kind]))
+    if foreign:
+        raise TableFileError(f"{at}, {foreign[0]}: not a key of a claim with {kind}")
+    if kind == "untestable":
+        states = Untestable(entry.untestable)
+    else:
+        rows = {row.name: row for row in table.rows}
+        named = entry.compare if kind == "compare" else (entry.row,)
+        for row in named:
+            if row not in rows:
+                raise TableFileError(f"{at}, {kind}: {row!r} names no row of the table; rows: "
+                                     f"{', '.join(rows)}")
+        if entry.metric not in dict(table.metrics):
+            raise TableFileError(f"{at}, metric: {entry.metric!r} is not a metric of the "
+                                 f"table; metrics: {', '.join(dict(table.metrics))}")
+        papers = [rows[row].paper.get(entry.metric) for row in named]
+        states = (_comparison(entry, papers, at) if kind == "compare"
+                  else _value(entry, papers[0], at))
+    return Claim(entry.name, states, entry.source, tuple(entry.evidence),
+                 tuple(tuple(pair) for pair in entry.see))
+
+
+def _comparison(entry: _ClaimEntry, papers: list[float | None], at: str) -> Comparison:
+    """The comparison of ``entry``, whose rows have the paper's numbers ``papers`` (None where
+    a row has none) for its metric."""
+    a, b = entry.compare
+    if a == b:
+        raise TableFileError(f"{at}, compare: a row compared with itself ({a!r})")
+    if entry.direction not in DIRECTIONS:
+        raise TableFileError(f"{at}, direction: expected one of {', '.join(DIRECTIONS)}, got "
+                             f"{entry.direction!r}")
+    gap = entry.paper_gap
+    if gap is None and None not in papers:
+        gap = papers[0] - papers[1]
+    if gap is not None and (gap if entry.direction == "higher" else -gap) < 0:
+        raise TableFileError(f"{at}, direction: the paper's gap A - B is {gap:g}, which is not "
+                             f"{entry.direction}")
+    return Comparison((a, b), entry.metric, entry.direction, gap)
+
+
+def _value(entry: _ClaimEntry, paper: float | None, at: str) -> Value:
+    """The value claim of ``entry``, whose row's paper number for its metric is ``paper``."""
+    value = paper if entry.value is None else entry.value
+    if value is None:
+        raise TableFileError(f"{at}, value: not given, and row {entry.row!r} has no paper "
+                             f"number for {entry.metric}")
+    if entry.tolerance is None or entry.tolerance < 0:
+        raise TableFileError(f"{at}, tolerance: a value claim needs a tolerance >= 0 (in the "
+                             "report's units)")
+    return Value(entry.row, entry.metric, value, entry.tolerance)
+
+
+def _check_select_top(table: Table, where: str) -> None:
+    """``select_top`` names metrics of the table, each with N >= 1, and needs ``select_by``."""
+    if table.select_top and table.select_by is None:
+        raise TableFileError(f"{where}, select_top: needs select_by (the validation metric "
+                             "that ranks the seeds)")
+    for key, top in table.select_top.items():
+        if key not in {k for k, _ in table.metrics}:
+            raise TableFileError(f"{where}, select_top: {key!r} is not a metric of the table")
+        if top < 1:
+            raise TableFileError(f"{where}, select_top, {key}: expected N >= 1, got {top}")
 
 
 def _check_printed_averages(table: Table, where: str) -> None:
@@ -336,6 +478,21 @@ def read_table_file(path: Path, configs: Path = CONFIGS) -> dict[str, Table]:
     tables = _parsed(_FileEntry, document, str(path)).tables
     return {name: _table(name, table, f"{path}: table {name!r}", configs)
             for name, table in tables.items()}
+
+
+def _check_cited_claims(tables: dict[str, Table], files: dict[str, Path]) -> None:
+    """Every ``see`` of a claim names a claim of a known table."""
+    for table in tables.values():
+        for claim in table.claims:
+            for other_table, other_claim in claim.see:
+                at = (f"{files[table.name]}: table {table.name!r}, claim {claim.name!r}, see "
+                      f"[{other_table!r}, {other_claim!r}]")
+                other = tables.get(other_table)
+                if other is None:
+                    raise TableFileError(f"{at}: no such table ({', '.join(sorted(tables))})")
+                if other_claim not in [c.name for c in other.claims]:
+                    raise TableFileError(f"{at}: no such claim of {other_table} "
+                                         f"({', '.join(c.name for c in other.claims) or 'none'})")
 
 
 def _check_shared_runs(tables: dict[str, Table], files: dict[str, Path]) -> None:
@@ -364,6 +521,7 @@ def load_tables(folder: Path = TABLE_FILES, configs: Path = CONFIGS) -> dict[str
                 raise TableFileError(f"{path}: table {name!r} is also defined in {files[name]}")
             tables[name], files[name] = table, path
     _check_shared_runs(tables, files)
+    _check_cited_claims(tables, files)
     return tables
 
 

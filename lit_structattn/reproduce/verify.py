@@ -11,9 +11,9 @@ the row: it lands *inside the recorded spread* when it lies within two standard 
 their mean (the spread of a single seed's value: rows with one recorded seed give the difference
 only). The recorded value of the same seed is shown beside it.
 
-Contract: nothing in the ledger or the reports changes; :func:`verify_row` returns the
-comparison, :func:`verification_lines` prints it, and the command exits with status 1 when a
-metric lands outside the spread.
+Contract: nothing in the ledger or the reports changes; the runner re-runs the seed, then
+:func:`compare` judges it against :func:`recorded_runs` and :func:`verification_lines` prints
+it; the command exits with status 1 when a metric lands outside the spread.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .ledger import stored_runs
-from .tables import Table
+from .tables import Row, Table
 
 
 @dataclass(frozen=True)
@@ -59,20 +59,14 @@ def compare(table: Table, seed: int, result: dict, recorded: list[dict]) -> list
     return checks
 
 
-def verify_row(table: Table, row_name: str, budget: str, seed: int, root: Path,
-               results: Path, trainer: dict[str, str] | None = None) -> list[MetricCheck]:
-    """Train and test ``seed`` of row ``row_name`` under ``root`` (a fresh folder: nothing stored
-    there is reused) and compare it with the row's runs recorded in the ledger ``results``;
-    ``ValueError`` when the ledger records none."""
-    from .runner import run_one
-
-    row = next(r for r in table.rows if r.name == row_name)
+def recorded_runs(table: Table, row: Row, budget: str, results: Path) -> list[dict]:
+    """The runs of ``row`` recorded in the ledger ``results`` among the table's seeds;
+    ``ValueError`` when there are none (nothing to verify against)."""
     recorded = stored_runs(table, [row], budget, range(table.seeds), None, results)[row.name]
     if not recorded:
-        raise ValueError(f"the ledger {results} records no run of {table.name} {row_name!r} at "
+        raise ValueError(f"the ledger {results} records no run of {table.name} {row.name!r} at "
                          f"budget {budget}: nothing to verify against")
-    result = run_one(table, row, budget, seed, root, None, trainer)
-    return compare(table, seed, result, recorded)
+    return recorded
 
 
 def verification_lines(table: Table, row_name: str, seed: int, checks: list[MetricCheck]
