@@ -20,8 +20,8 @@ transformers = pytest.importorskip("transformers")
 from lit_structattn.integrations.huggingface import register  # noqa: E402
 
 #: the transforms whose rows are sparse distributions, and the constrained ones (bounded)
-SPARSE = ["sparsemax"]
-BOUNDED = ["csparsemax", "csoftmax"]
+SPARSE = ["sparsemax", "entmax15"]
+BOUNDED = ["csparsemax", "csoftmax", "centmax15"]
 EMBED, HEADS = 8, 2
 
 
@@ -135,6 +135,21 @@ def test_bounded_attention_gradcheck(name):
                                     (scores, cap))
 
 
+def test_entmax_alpha_option():
+    """``entmax`` takes its alpha through the transform's options: alpha = 2 is sparsemax."""
+    torch.manual_seed(0)
+    layers = [MultiheadAttention(EMBED, HEADS, transform="entmax",
+                                 transform_options={"alpha": 2.0}),
+              MultiheadAttention(EMBED, HEADS, transform="sparsemax")]
+    layers[0].load_state_dict(layers[1].state_dict())
+    query = torch.randn(3, 4, EMBED) * 4
+    outputs = [layer(query, query, query, key_padding_mask=PADDING[:, :4]) for layer in layers]
+    for want, got in zip(outputs[1], outputs[0], strict=True):
+        torch.testing.assert_close(got, want)
+    with pytest.raises(ValueError, match="takes no option"):
+        MultiheadAttention(EMBED, HEADS, transform="sparsemax", transform_options={"alpha": 2.0})
+
+
 def test_cap_goes_with_the_constrained_transforms():
     with pytest.raises(ValueError, match="needs a cap"):
         MultiheadAttention(EMBED, HEADS, transform="csparsemax")
@@ -203,10 +218,24 @@ def attentions_and_allowed(outputs, family: str):
 
 
 def test_register_names_every_transform():
-    assert {"softmax", *SPARSE, *BOUNDED} <= set(NAMES)
+    assert {"softmax", "entmax", *SPARSE, *BOUNDED} <= set(NAMES)
     assert set(NAMES) <= set(transformers.AttentionInterface())
     with pytest.raises(ValueError, match="unknown attention transform"):
         register(["sparsmax"])
+    with pytest.raises(ValueError, match="takes no option"):
+        register(["sparsemax"], alpha=1.3)
+
+
+def test_entmax_alpha_from_register():
+    """``register(["entmax"], alpha=2.0)``: the model's outputs are sparsemax's."""
+    register(["entmax"], alpha=2.0)
+    try:
+        models = [tiny_model("bert", name).eval() for name in ("entmax", "sparsemax")]
+        with torch.no_grad():
+            got, want = (run(model, "bert") for model in models)
+    finally:
+        register(["entmax"])
+    torch.testing.assert_close(got.last_hidden_state, want.last_hidden_state)
 
 
 @pytest.mark.parametrize("family", sorted(CONFIGS))

@@ -6,17 +6,18 @@ The problem: a Hugging Face model computes attention through a function it looks
 attention_mask, scaling=None, dropout=0.0, **kwargs) -> (out [B, T, H, Dv], weights
 [B, H, T, S])``. :func:`register` adds one such function per transform of
 :mod:`lit_structattn.attention`, under the transform's name, so that
-``AutoModel.from_config(config, attn_implementation="sparsemax")`` (or ``"csparsemax"``, ...)
+``AutoModel.from_config(config, attn_implementation="entmax15")`` (or ``"centmax15"``, ...)
 builds a model whose every attention layer uses it.
 
 The method: :func:`lit_structattn.layers.multihead.dot_product_attention`, with T5's
 ``position_bias`` added to the scores and shared key/value heads repeated. A constrained
-transform (``csparsemax``, ``csoftmax``) gives bounded attention (each key's total attention
-across the queries of a call capped, :func:`~lit_structattn.layers.multihead.bounded_attention`),
-the cap read from the attention module's ``attention_cap`` attribute, else from its config's
-``attention_cap`` (``config.attention_cap = 2.0``), else from :func:`register`'s ``cap``. A call
-is one forward pass: when generating with a key/value cache each new token is a call of its own,
-so the cap bounds the attention within a pass, not across generation steps.
+transform (``csparsemax``, ``centmax15``, ``csoftmax``) gives bounded attention (each key's
+total attention across the queries of a call capped,
+:func:`~lit_structattn.layers.multihead.bounded_attention`), the cap read from the attention
+module's ``attention_cap`` attribute, else from its config's ``attention_cap``
+(``config.attention_cap = 2.0``), else from :func:`register`'s ``cap``. A call is one forward
+pass: when generating with a key/value cache each new token is a call of its own, so the cap
+bounds the attention within a pass, not across generation steps.
 
 The contract: weights are returned before dropout (so that they obey their transform) and are
 exactly 0 at keys a query may not attend. Masks: :func:`register` also gives each name the mask
@@ -42,10 +43,12 @@ from ..layers.multihead import dot_product_attention, split_mask
 AttentionFunction = Callable[..., tuple[Tensor, Tensor]]
 
 
-def attention_function(name: str, cap: float | None = None) -> AttentionFunction:
-    """The Hugging Face attention function of the transform ``name``; ``cap`` is the default
-    cap of a constrained transform (module docstring)."""
-    transform = get_transform(name)
+def attention_function(name: str, cap: float | None = None, **options: float
+                       ) -> AttentionFunction:
+    """The Hugging Face attention function of the transform ``name`` with its ``options``
+    (``alpha=1.3`` for ``entmax``); ``cap`` is the default cap of a constrained transform
+    (module docstring)."""
+    transform = get_transform(name, **options)
 
     def attention(
         module: nn.Module, query: Tensor, key: Tensor, value: Tensor,
@@ -100,21 +103,23 @@ def full_boolean_mask(*args: object, **kwargs: object) -> Tensor | None:
     return sdpa_mask(*args, **{**kwargs, "allow_is_causal_skip": False})
 
 
-def register(names: Iterable[str] | None = None, cap: float | None = None) -> list[str]:
+def register(names: Iterable[str] | None = None, cap: float | None = None,
+             **options: float) -> list[str]:
     """Register the transforms ``names`` (default: every one of
     :data:`~lit_structattn.attention.TRANSFORMS`) as Hugging Face attention implementations of
-    the same names, with their masks; ``cap`` is the default cap of the constrained ones.
+    the same names, with their masks; ``cap`` is the default cap of the constrained ones, and
+    ``options`` are given to every one of them (``register(["entmax"], alpha=1.3)``).
 
     Returns:
         the registered names.
     Raises:
         ImportError: ``transformers`` is missing (it comes with the ``transformers`` extra).
-        ValueError: an unknown transform name.
+        ValueError: an unknown transform name, or an option one of them does not take.
     """
     transformers = optional_import("transformers", "transformers")
     masking = optional_import("transformers.masking_utils", "transformers")
     names = sorted(TRANSFORMS) if names is None else [get_transform(n).name for n in names]
     for name in names:
-        transformers.AttentionInterface.register(name, attention_function(name, cap))
+        transformers.AttentionInterface.register(name, attention_function(name, cap, **options))
         masking.AttentionMaskInterface.register(name, full_boolean_mask)
     return names

@@ -5,14 +5,14 @@ The problem: a Transformer's attention is ``softmax(q k^T / sqrt(d) + bias)`` ov
 here the softmax is any transform taken by name (``sparsemax``, ``csparsemax``, ...), with the
 masks of ``torch.nn.MultiheadAttention`` or of Hugging Face's attention functions.
 
-Bounded attention is the Transformer analogue of fertility (Malaviya et al. 2018): key ``j``
-may receive at most ``cap_j`` attention from all the queries together. The queries are taken in
+Bounded attention is the Transformer analogue of fertility (Malaviya et al. 2018): key ``j`` may
+receive at most ``cap_j`` attention from all the queries together. The queries are taken in
 order, as a decoder takes its steps: query ``t`` gets the constrained transform (``csparsemax``,
-``csoftmax``, ...) with the bounds ``u_t = cap - (attention each key received from the queries
-before t)``, clamped to ``[0, 1]`` (one query gives no key more than 1), exactly as the
+``centmax15``, ``csoftmax``) with the bounds ``u_t = cap - (attention each key received from the
+queries before t)``, clamped to ``[0, 1]`` (one query gives no key more than 1), exactly as the
 seq2seq decoder's fertility bounds (:mod:`lit_structattn.models.seq2seq.bounds`). Gradients flow
-through the budgets, as through the decoder's coverage. Keys a query may not attend (masks)
-get exactly 0 from it, so they spend none of their budget on it.
+through the budgets, as through the decoder's coverage. Keys a query may not attend (masks) get
+exactly 0 from it, so they spend none of their budget on it.
 
 When the budget runs out: while ``cap * (allowed keys) >= (queries)`` holds along a bidirectional
 mask, or ``cap >= 1`` along a causal one, every query's remaining bounds sum to at least 1 and
@@ -149,12 +149,14 @@ class MultiheadAttention(nn.Module):
     Args:
         embed_dim: size ``E`` of the queries and of the output.
         num_heads: ``H``; divides ``E``.
-        transform: ``softmax``, ``sparsemax``, ``csparsemax``, ... (:func:`get_transform`).
+        transform: ``softmax``, ``sparsemax``, ``entmax15``, ``csparsemax``, ``centmax15``, ...
+            (:func:`get_transform`).
         dropout: dropout on the attention weights (training only).
         bias: biases in the input and output projections.
         cap: for a constrained transform, the total attention a key may receive from all the
             queries of a call (:func:`bounded_attention`); refused for the other transforms.
         kdim, vdim: sizes of the keys and values (default ``E``).
+        transform_options: the transform's options, e.g. ``{"alpha": 1.3}`` for ``entmax``.
 
     With ``softmax`` and the same projection weights the outputs equal
     ``torch.nn.MultiheadAttention(embed_dim, num_heads, batch_first=True)``'s, except that a
@@ -164,12 +166,12 @@ class MultiheadAttention(nn.Module):
     def __init__(
         self, embed_dim: int, num_heads: int, transform: str = "softmax", dropout: float = 0.0,
         bias: bool = True, cap: float | None = None, kdim: int | None = None,
-        vdim: int | None = None,
+        vdim: int | None = None, transform_options: dict[str, float] | None = None,
     ) -> None:
         super().__init__()
         if embed_dim % num_heads:
             raise ValueError(f"embed_dim {embed_dim} is not divisible by num_heads {num_heads}")
-        self.transform = get_transform(transform)
+        self.transform = get_transform(transform, **(transform_options or {}))
         check_cap(self.transform, cap)
         self.num_heads, self.dropout, self.cap = num_heads, dropout, cap
         self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
