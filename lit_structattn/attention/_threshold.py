@@ -9,7 +9,8 @@ sum to 1. Two exact solvers find tau:
 * a *sort-based sweep* over the sorted breakpoints, O(L log L) whatever the input.
 
 :func:`solve_threshold` runs the iteration for at most ``max_iter`` passes and hands the rows
-that have not converged to the sort-based solver, so the cost is bounded and the answer exact.
+that have not converged to the sort-based solver, so the cost is bounded and the answer exact
+(under ``torch.compile`` the sort alone, for a graph without host checks).
 csoftmax and csparsemax run their own variant of this hand-over (the sort in float64, and for
 csparsemax a check of every row's mass), and on CPU compiled float64 solvers (``_compiled``).
 """
@@ -63,8 +64,11 @@ def solve_threshold(
 
     ``iterative(*rows, max_iter=...)`` returns ``(tau [..., 1], converged [..., 1])``;
     ``by_sorting(*rows)`` returns tau for any rows. Rows not converged after ``max_iter``
-    passes (default :data:`MAX_ITER`) are solved again by sorting.
+    passes (default :data:`MAX_ITER`) are solved again by sorting. Under ``torch.compile``
+    every row is solved by sorting: the hand-over needs a host check, which breaks the graph.
     """
+    if torch.compiler.is_compiling():
+        return by_sorting(*rows)
     tau, converged = iterative(*rows, max_iter=MAX_ITER if max_iter is None else max_iter)
     return sort_pending(tau, converged, by_sorting, *rows)
 
