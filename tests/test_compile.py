@@ -16,11 +16,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lit_structattn.attention import TRANSFORMS
+from lit_structattn.attention import TRANSFORMS, _threshold
 from lit_structattn.models.seq2seq import Seq2Seq
 from lit_structattn.structured import DependencyCRF, LinearChainCRF
+from tests.conftest import force_solver
 
-from .conftest import force_solver
 from .test_babi_models import make as make_memory_network
 from .test_babi_models import random_batch as memory_batch
 from .test_easy_first import make_batch as tagging_batch
@@ -91,6 +91,15 @@ def test_transform_compiles_to_eagers_results(name, solver, monkeypatch):
         torch._dynamo.reset()
         explained = torch._dynamo.explain(apply)(*inputs)
         assert explained.graph_break_count == 0, explained.break_reasons
+
+
+def test_sparsemax_hands_unconverged_rows_to_the_sort_inside_the_graph(monkeypatch):
+    """One pass of Michelot's iteration converges no row: the sort branch of the graph runs."""
+    monkeypatch.setattr(_threshold, "MAX_ITER", 1)
+    scores = (3 * torch.randn(4, 9, generator=torch.Generator().manual_seed(0))).requires_grad_()
+    assert_same(*compiled_and_eager(TRANSFORMS["sparsemax"], scores))
+    torch._dynamo.reset()
+    assert torch._dynamo.explain(TRANSFORMS["sparsemax"])(scores).graph_break_count == 0
 
 
 @pytest.fixture(params=["compiled", "torch"])
