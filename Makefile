@@ -87,6 +87,7 @@ bench: install  ## speed against the peers; writes reports/bench_*.md
 	$(PYTHON) -m bench.joint_attention
 	$(PYTHON) -m bench.nli
 	$(PYTHON) -m bench.babi
+	OMP_NUM_THREADS=1 $(PYTHON) -m bench.compile
 
 gpu-check: install  ## on a GPU machine: the GPU check -> reports/bench_gpu.md (bench.gpu --quick: 8 min)
 	$(PYTHON) -m bench.gpu

@@ -139,14 +139,25 @@ def screen_non_finite(
     (None when there is none), for the caller to fill with NaN. ``z``, ``valid``: ``[..., L]``.
 
     The common case (every valid score finite) costs one elementwise test and one reduction.
+    Under ``torch.compile`` the screening runs unconditionally, without those host checks (they
+    would break the graph): ``valid`` is then always a tensor and ``broken`` never None.
     """
     non_finite = ~torch.isfinite(z)
     if valid is not None:
         non_finite = non_finite & valid
+    if torch.compiler.is_compiling():
+        return _screened(z, valid, non_finite)
     if not bool(non_finite.any()):
         return z, valid, None
+    z, valid, broken = _screened(z, valid, non_finite)
+    return z, valid, broken if bool(broken.any()) else None
+
+
+def _screened(z: Tensor, valid: Tensor | None, non_finite: Tensor
+              ) -> tuple[Tensor, Tensor, Tensor]:
+    """``(z, valid, broken)`` of :func:`screen_non_finite` for the ``non_finite [..., L]``
+    valid positions: ``-inf`` ones masked, rows with a NaN or ``+inf`` flagged."""
     negative = non_finite & (z == -torch.inf)
     valid = ~negative if valid is None else valid & ~negative
     broken = (non_finite & ~negative).any(-1, keepdim=True)
-    z = z.masked_fill(non_finite, 0.0)
-    return z, valid, broken if bool(broken.any()) else None
+    return z.masked_fill(non_finite, 0.0), valid, broken

@@ -153,6 +153,7 @@ def _rows(t: Tensor) -> np.ndarray:
     return t.detach().reshape(-1, t.shape[-1]).contiguous().numpy()
 
 
+@torch.compiler.disable
 def solve_csparsemax(z: Tensor, u: Tensor, valid: Tensor | None
                      ) -> tuple[Tensor, Tensor, Tensor]:
     """``(a, free, at_bound)`` of csparsemax, each ``[..., L]`` in the dtype of ``z`` (the sets
@@ -166,6 +167,7 @@ def solve_csparsemax(z: Tensor, u: Tensor, valid: Tensor | None
     return tuple(torch.from_numpy(x).reshape(z.shape) for x in (a, free, at_bound))
 
 
+@torch.compiler.disable
 def solve_csoftmax(z: Tensor, u: Tensor) -> tuple[Tensor, Tensor]:
     """``(a, clamped)`` of csoftmax, each ``[..., L]`` in the dtype of ``z`` (``clamped`` float
     0/1), for centered ``z`` and bounds ``u >= 0`` (0 where invalid)."""

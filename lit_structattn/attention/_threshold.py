@@ -9,7 +9,8 @@ sum to 1. Two exact solvers find tau:
 * a *sort-based sweep* over the sorted breakpoints, O(L log L) whatever the input.
 
 :func:`solve_threshold` runs the iteration for at most ``max_iter`` passes and hands the rows
-that have not converged to the sort-based solver, so the cost is bounded and the answer exact.
+that have not converged to the sort-based solver, so the cost is bounded and the answer exact
+(under ``torch.compile`` a ``torch.cond`` branch, for a graph without host checks).
 csoftmax and csparsemax run their own variant of this hand-over (the sort in float64, and for
 csparsemax a check of every row's mass), and on CPU compiled float64 solvers (``_compiled``).
 """
@@ -29,8 +30,9 @@ def checks_every_pass(t: Tensor) -> bool:
     On the CPU that check is free and saves passes. On a GPU it is a host synchronization per
     pass (a round trip that costs more than a pass over a batch of attention rows), so there
     the solvers run their ``max_iter`` passes with converged rows held fixed, and synchronize
-    once, when they hand the unconverged rows to the sort."""
-    return t.device.type == "cpu"
+    once, when they hand the unconverged rows to the sort. Under ``torch.compile`` never (a
+    host check would break the graph)."""
+    return t.device.type == "cpu" and not torch.compiler.is_compiling()
 
 Solver = Callable[..., Tensor]
 IterativeSolver = Callable[..., tuple[Tensor, Tensor]]
@@ -63,10 +65,28 @@ def solve_threshold(
 
     ``iterative(*rows, max_iter=...)`` returns ``(tau [..., 1], converged [..., 1])``;
     ``by_sorting(*rows)`` returns tau for any rows. Rows not converged after ``max_iter``
-    passes (default :data:`MAX_ITER`) are solved again by sorting.
+    passes (default :data:`MAX_ITER`) are solved again by sorting; under ``torch.compile`` by
+    :func:`sort_pending_in_graph` (``rows`` then all tensors).
     """
     tau, converged = iterative(*rows, max_iter=MAX_ITER if max_iter is None else max_iter)
+    if torch.compiler.is_compiling():
+        return sort_pending_in_graph(tau, converged, by_sorting, *rows)
     return sort_pending(tau, converged, by_sorting, *rows)
+
+
+def sort_pending_in_graph(tau: Tensor, converged: Tensor, by_sorting: Solver, *rows: Tensor
+                          ) -> Tensor:
+    """:func:`sort_pending` as a branch of the graph (``torch.cond``), for ``torch.compile``:
+    where some row has not converged, every row is sorted and the converged ones keep their
+    ``tau``. No host check, so no graph break; the sort costs nothing where all converged."""
+
+    def keep(tau: Tensor, converged: Tensor, *rows: Tensor) -> Tensor:
+        return tau.clone()
+
+    def sort_unconverged(tau: Tensor, converged: Tensor, *rows: Tensor) -> Tensor:
+        return torch.where(converged, tau, by_sorting(*rows))
+
+    return torch.cond(converged.all(), keep, sort_unconverged, (tau, converged, *rows))
 
 
 def sort_pending(

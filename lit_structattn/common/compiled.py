@@ -4,6 +4,9 @@
 The kernels run on CPU when numba is installed (on CUDA when Triton is), unless the environment
 sets ``STRUCTATTN_COMPILED=0``; elsewhere (other devices, dtypes, or switched off) the torch
 implementations run, with the same results.
+
+The functions that call a numba kernel are marked ``torch.compiler.disable``: Dynamo cannot
+trace numba's dispatcher, so under ``torch.compile`` they run eagerly, behind a graph break.
 """
 
 from __future__ import annotations

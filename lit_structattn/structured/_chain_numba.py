@@ -143,6 +143,7 @@ def _kernels():
     return forward, backward
 
 
+@torch.compiler.disable
 def forward(unary: Tensor, transition: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """``(log_z [B], node [B, T, C], edge [B, T-1, C, C])`` from ``unary [B, T, C]`` and
     ``transition [B, T-1, C, C]`` (CPU, float32 or float64, any strides) and ``lengths [B]``;
@@ -158,6 +159,7 @@ def forward(unary: Tensor, transition: Tensor, lengths: Tensor) -> tuple[Tensor,
     return torch.from_numpy(log_z), torch.from_numpy(node), torch.from_numpy(edge)
 
 
+@torch.compiler.disable
 def covariance(node: Tensor, edge: Tensor, g_node: Tensor | None, g_edge: Tensor | None,
                lengths: Tensor) -> tuple[Tensor, Tensor]:
     """``(d_unary [B, T, C], d_transition [B, T-1, C, C])``: the vector-Jacobian product of the

@@ -182,13 +182,17 @@ class StructuredDistribution(ABC):
         """``[B]`` entropy in the compute dtype (called with autocast off)."""
 
 
+@torch.compiler.disable
 def gradient_inference(log_partition_of: Callable[..., Tensor], scores: tuple[Tensor, ...],
                        track: bool) -> tuple[Tensor, ...]:
     """``(log Z [B], *marginals)``: ``log_partition_of(*scores)`` and its gradients w.r.t.
     ``scores`` (tensors autograd can differentiate w.r.t., see :func:`as_grad_input`; zeros for
     one it does not reach), differentiable (``create_graph``) when ``track``. Where a NaN or
     ``+inf`` score makes log Z non-finite, the marginals are NaN (a clamped log-sum-exp would
-    give them 0)."""
+    give them 0).
+
+    Runs eagerly under ``torch.compile`` (a graph break): a compiled log Z has no double
+    backward, so the gradient of marginals taken from it would be wrong."""
     log_z = log_partition_of(*scores)
     grads = torch.autograd.grad(log_z.sum(), scores, create_graph=track, materialize_grads=True)
     bad = ~torch.isfinite(log_z)

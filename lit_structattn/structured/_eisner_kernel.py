@@ -154,6 +154,7 @@ def _kernel():
     return inside_outside
 
 
+@torch.compiler.disable
 def run(arcs: Tensor, cotangent: Tensor | None, lengths: Tensor, multiroot: bool,
         threads: int | None = None):
     """``(log_z [B], marginals [B, N+1, N+1], vjp [B, N+1, N+1], ok [B])`` as float64 numpy
