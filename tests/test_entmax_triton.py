@@ -190,3 +190,26 @@ def test_other_alpha_stays_on_the_torch_path(monkeypatch):
     torch.testing.assert_close(entmax(z, torch.full((4, 1), 1.5)), torch_path(entmax15, z))
     torch.testing.assert_close(centmax(z, torch.full((4, 6), 0.3), 1.7),
                                torch_path(centmax, z, torch.full((4, 6), 0.3), 1.7))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+def test_on_cuda_the_kernels_agree_with_the_cpu(dtype):
+    """Outputs and gradients on a GPU (the kernels, compiled) against the CPU's torch paths,
+    at scales 1 and 1e3, and under CUDA autocast."""
+    generator = torch.Generator().manual_seed(6)
+    mask = torch.rand(64, 50, generator=generator) > 0.1
+    mask[:, 0] = True
+    u = bounds(generator, (64, 50), "tight").to(dtype)
+    cotangent = torch.randn(64, 50, generator=generator).to(dtype)
+    assert _sparse_triton.usable(u.cuda())
+    eps = torch.finfo(dtype).eps
+    for scale in (1, 1e3):
+        z = (torch.randn(64, 50, generator=generator, dtype=torch.float64) * scale).to(dtype)
+        expected = outputs_and_grads(z, u, mask, cotangent)
+        got = outputs_and_grads(z.cuda(), u.cuda(), mask.cuda(), cotangent.cuda())
+        for ours, theirs in zip(got, expected, strict=True):
+            torch.testing.assert_close(ours.cpu(), theirs, atol=max(eps, 1e-5), rtol=eps)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        assert centmax15(z.cuda(), u.float().cuda()).dtype == torch.float32
+        assert entmax15(z.cuda()).dtype == torch.float32

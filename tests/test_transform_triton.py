@@ -15,7 +15,14 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from lit_structattn.attention import _sparse_triton, csoftmax, csparsemax, sparsemax
+from lit_structattn.attention import (
+    _sparse_triton,
+    centmax15,
+    csoftmax,
+    csparsemax,
+    entmax15,
+    sparsemax,
+)
 from lit_structattn.common import compiled
 from lit_structattn.common.compiled import triton_installed
 from tests.conftest import count_fallbacks, force_triton
@@ -177,7 +184,8 @@ def test_on_cuda_a_call_waits_for_the_host_once():
     warns at each)."""
     z, u = inputs((256, 50), seed=11, dtype=torch.float32, total=1.2)
     z, u = z.cuda().requires_grad_(), u.cuda().requires_grad_()
-    for transform in (lambda: sparsemax(z), lambda: csparsemax(z, u), lambda: csoftmax(z, u)):
+    for transform in (lambda: sparsemax(z), lambda: csparsemax(z, u), lambda: csoftmax(z, u),
+                      lambda: entmax15(z), lambda: centmax15(z, u)):
         transform().sum().backward()  # compiles the kernels
         torch.cuda.synchronize()
         torch.cuda.set_sync_debug_mode("warn")
