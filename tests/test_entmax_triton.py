@@ -3,8 +3,9 @@ lit_structattn/attention/_sparse_triton.py), run in Triton's interpreter on CPU 
 (tests/conftest.py) against the exact torch paths of entmax.py and centmax.py: values at score
 scales 1e-3 to 1e4 (float32 within the README's tolerance of the float64 solution, float64 to
 rounding), masks, NaN / ``+inf`` rows and ``-inf`` positions applied by the kernel itself,
-infeasible rows, the fallback of uncertified rows, half precision, and gradients equal to the
-torch path's (and gradcheck). tests/test_transform_triton.py compiles the variants for a GPU."""
+infeasible rows, the fallback of uncertified rows, half precision (and the inputs of the
+``entmax`` package's issue #30), and gradients equal to the torch path's (and gradcheck).
+tests/test_transform_triton.py compiles the variants for a GPU."""
 
 from __future__ import annotations
 
@@ -175,6 +176,20 @@ def test_half_inputs_and_any_dim(dtype):
         out = transform(z, *upper, dim=1)
         assert out.dtype == dtype
         torch.testing.assert_close(out, torch_path(transform, z, *upper, dim=1))
+
+
+@pytest.mark.usefixtures("kernels")
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_entmax_issue_30_logits_around_minus_1000(dtype):
+    """The inputs of the ``entmax`` package's issue #30 (logits around -1000 in half precision):
+    the float64 solution of the same values, up to the output's rounding."""
+    generator = torch.Generator().manual_seed(30)
+    z = (torch.randn(16, 10, generator=generator) * 3 - 1000).to(dtype)
+    u = torch.full((16, 10), 0.3, dtype=dtype)
+    eps = torch.finfo(dtype).eps
+    for transform, upper in ((entmax15, ()), (centmax15, (u,))):
+        expected = torch_path(transform, z.double(), *(b.double() for b in upper))
+        torch.testing.assert_close(transform(z, *upper).double(), expected, atol=eps, rtol=eps)
 
 
 @pytest.mark.usefixtures("kernels")
