@@ -44,8 +44,9 @@ z]`` with bounds) and, for Newton's point, the exact root of the quadratic piece
 threshold. The same certification, the same fallback (the exact torch paths of ``entmax.py``
 and ``centmax.py``). The backward: ``s = sqrt(a)`` on the free set, ``m = sum s g / sum s``,
 ``dz = s (g - m)``, ``du = 1[at bound] (g - m)``, from the sets and the output the forward
-saved. Other alpha (and a tensor alpha) stay on the torch path on every device: their mass is
-no piecewise polynomial with a closed-form root.
+saved. Other alpha (and a tensor alpha) stay on the torch path on every device: the pieces
+of their mass have no closed-form root, which this exactness test needs (a kernel for them,
+Newton's step certified by the mass alone, is not written yet).
 """
 
 from __future__ import annotations
@@ -78,9 +79,9 @@ def usable(z: Tensor) -> bool:
 def forward(z: Tensor, u: Tensor | None, valid: Tensor | None, exact: ExactRows, name: str,
             square: bool = False) -> tuple[Tensor, Tensor]:
     """``(out, state)``, each ``[..., L]``: sparsemax of ``z [..., L]`` (``u`` None) or its
-    csparsemax with bounds ``u [..., L]`` (negative counts as 0), or with ``square`` 1.5-entmax
-    or constrained 1.5-entmax, over the ``valid [..., L]``
-    positions (bool or None); ``out`` in the dtype of ``z``, exactly 0 at invalid positions;
+    csparsemax with bounds ``u [..., L]`` (negative counts as 0), with ``square`` 1.5-entmax
+    or constrained 1.5-entmax, over the ``valid [..., L]`` positions (bool or None); ``out``
+    in the dtype of ``z``, exactly 0 at invalid positions;
     ``state`` int8: 0 where ``out = 0``, 1 free, 2 at the bound. The kernel applies the input
     rules of :func:`._checks.run_transform` itself: a ``-inf`` score is a masked position, a
     NaN or ``+inf`` one makes its row NaN, and bounds that cannot sum to 1 raise its

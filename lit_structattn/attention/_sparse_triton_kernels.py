@@ -144,18 +144,19 @@ def forward_kernel(z, u, valid, out, state, flagged, sz_r, sz_j, su_r, su_j, sv_
         # The root of the mass's piece through the point: exact once a Newton point leaves
         # the sets as they were (their sizes then tell, the sets being nested). Linear
         # (``SQUARE`` off): a step of ``(mass - 1) / |free|``. Quadratic: with ``y`` the free
-        # halved gaps and ``Y`` their sum, the smaller root of ``sum (y - s)^2 = mass - 1 +
-        # sum y^2`` in the form ``s = (mass - 1) / (Y + sqrt(Y^2 - |free| (mass - 1)))``, which
-        # keeps the step's digits near the root; no root where the square root's argument is
-        # negative (the piece stays above 1: bisect).
+        # halved gaps and ``Y`` their sum, a step of ``2 s`` for the smaller root of ``sum (y -
+        # s)^2 = sum y^2 - (mass - 1)`` (the capped mass fixed), in the form ``s = (mass - 1) /
+        # (Y + sqrt(Y^2 - |free| (mass - 1)))``, which keeps the step's digits near the root;
+        # no root where the square root's argument is negative (the piece stays above 1:
+        # bisect).
         excess = mass - 1
         size = tl.maximum(n_free, 1).to(c.dtype)
         if SQUARE:
             free_sum = tl.sum(tl.where(above & ~at_bound, x, 0.0), 1)
-            reach_sq = free_sum * free_sum - size * excess
-            has_root = (n_free > 0) & (reach_sq >= 0)
-            step = 2.0 * excess / tl.maximum(free_sum + tl.sqrt(tl.maximum(reach_sq, 0.0)),
-                                             1e-30)
+            discriminant = free_sum * free_sum - size * excess
+            has_root = (n_free > 0) & (discriminant >= 0)
+            step = 2.0 * excess / tl.maximum(
+                free_sum + tl.sqrt(tl.maximum(discriminant, 0.0)), 1e-30)
         else:
             has_root = n_free > 0
             step = excess / size
