@@ -41,6 +41,16 @@ def _widen(x, WIDE: tl.constexpr):  # pragma: no cover - compiled
 
 
 @triton.jit
+def _sqrt(x, WIDE: tl.constexpr):  # pragma: no cover - compiled
+    """``sqrt(x)`` correctly rounded, as torch's (``tl.sqrt`` is approximate in float32)."""
+    if WIDE:
+        root = tl.sqrt(x)
+    else:
+        root = tl.sqrt_rn(x)
+    return root
+
+
+@triton.jit
 def _two_sum(a, b):  # pragma: no cover - compiled
     """``(s, e)`` with ``s = fl(a + b)`` and ``s + e = a + b`` exactly (Knuth's TwoSum)."""
     s = a + b
@@ -107,7 +117,7 @@ def forward_kernel(z, u, valid, out, state, flagged, sz_r, sz_j, su_r, su_j, sv_
         # mass 1 (``reach_j``: where the coordinate reaches min(b_j, 1)): mass >= 1. One under
         # it, so that a Newton root on that breakpoint (bounds summing to 1) is inside.
         if SQUARE:
-            reach_j = 2.0 * tl.sqrt(tl.minimum(b, 1.0))
+            reach_j = 2.0 * _sqrt(tl.minimum(b, 1.0), WIDE)
         else:
             reach_j = b
         lo = tl.min(tl.where(ok, c - reach_j, POS_INF), 1) - 1
@@ -156,7 +166,7 @@ def forward_kernel(z, u, valid, out, state, flagged, sz_r, sz_j, su_r, su_j, sv_
             discriminant = free_sum * free_sum - size * excess
             has_root = (n_free > 0) & (discriminant >= 0)
             step = 2.0 * excess / tl.maximum(
-                free_sum + tl.sqrt(tl.maximum(discriminant, 0.0)), 1e-30)
+                free_sum + _sqrt(tl.maximum(discriminant, 0.0), WIDE), 1e-30)
         else:
             has_root = n_free > 0
             step = excess / size
@@ -213,8 +223,8 @@ def backward_kernel(grad, value, state, d_scores, d_upper, sg_r, sg_j, rows, len
     s = tl.load(state + at, mask=inside, other=0)
     free = s == 1
     if SQUARE:
-        weight = tl.where(free, tl.sqrt(_widen(tl.load(value + at, mask=inside, other=0.0),
-                                               WIDE)), 0.0)
+        weight = tl.where(free, _sqrt(_widen(tl.load(value + at, mask=inside, other=0.0),
+                                             WIDE), WIDE), 0.0)
     else:
         weight = tl.where(free, 1.0, 0.0).to(g.dtype)
     total = tl.sum(weight, 1)
