@@ -10,11 +10,13 @@ leaves what it did. The steps, most important first:
 1. ``tests``: ``pytest -m cuda``: transforms and CRFs agree with the CPU (float32, float16,
    bfloat16, autocast); in the full check also every model family fitting in fp32, 16-mixed and
    bf16-mixed, and DDP over the GPUs there are;
-2. ``benches``: ``bench.transforms`` (forward + backward against ``torch.softmax`` and
-   ``entmax.sparsemax``) and ``bench.structured_crf`` (marginals against torch-struct), as
-   ratios; in the full check also ``bench.structured``, ``bench.joint_attention`` and the
-   chain-CRF marginals with the compiled kernels off (``STRUCTATTN_COMPILED=0``), so the gain of
-   the Triton kernels shows;
+2. ``benches``: ``bench.transforms`` (forward + backward against ``torch.softmax``,
+   ``entmax.sparsemax`` and ``entmax.entmax15``: on CUDA sparsemax, csparsemax, csoftmax,
+   entmax15 and centmax15 run their Triton kernels) and ``bench.structured_crf`` (marginals
+   against torch-struct), as ratios; in the full check also ``bench.structured``,
+   ``bench.joint_attention``, and the transforms and the chain-CRF marginals with the compiled
+   kernels off (``STRUCTATTN_COMPILED=0``: the torch paths), so the gain of the Triton kernels
+   shows;
 3. ``training``: 20 training steps of one row of each model family (:data:`FAMILIES`) in
    ``bf16-mixed`` and ``16-mixed``, the first also in ``32-true``, all in one process
    (``bench.epoch_seconds --named``);
@@ -165,7 +167,7 @@ def quick_plan(scale: Scale) -> list[Step]:
     return [
         Step("tests", "`cuda` tests of the transforms and CRFs against the CPU",
              (*CUDA_TESTS, *transform_and_crf_tests()), limit_s=tests),
-        Step("benches", "Transforms against torch.softmax and entmax.sparsemax",
+        Step("benches", "Transforms against torch.softmax, entmax.sparsemax and entmax.entmax15",
              ("-m", "bench.transforms", *timing, "--no-report", "--sizes", *scale.sizes),
              limit_s=transforms),
         Step("benches", "Chain and tree marginals against torch-struct",
@@ -187,6 +189,9 @@ def full_plan(repeats: int, batches: int) -> list[Step]:
         Step("tests", "`cuda` tests", CUDA_TESTS),
         Step("benches", "Transforms", ("-m", "bench.transforms", *on_gpu, "--sizes", "512x64",
                                        "64x1024", *QUICK.sizes)),
+        Step("benches", "Transforms with the compiled kernels off (the torch paths)",
+             ("-m", "bench.transforms", *on_gpu, "--no-report", "--sizes", "512x64", "64x1024",
+              *QUICK.sizes), {"STRUCTATTN_COMPILED": "0"}),
         Step("benches", "Structured inference and attention",
              ("-m", "bench.structured", *on_gpu)),
         Step("benches", "Chain and tree marginals with the compiled kernels off (torch path)",

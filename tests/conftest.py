@@ -59,17 +59,17 @@ def force_triton(kernels, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def count_fallbacks(kernels, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """For the rest of the test, the list of the row counts that the Triton kernel module
-    ``kernels`` (a ``forward(z, u, valid, exact, name)`` that hands the rows it did not certify
-    to ``exact``) hands to its exact fallback, call after call."""
+    ``kernels`` (a ``forward(z, u, valid, exact, name, **options)`` that hands the rows it did
+    not certify to ``exact``) hands to its exact fallback, call after call."""
     handed: list[int] = []
     forward = kernels.forward
 
-    def counting(z, u, valid, exact, name):
+    def counting(z, u, valid, exact, name, **options):
         def fallback(*rows):
             handed.append(rows[0].shape[0])
             return exact(*rows)
 
-        return forward(z, u, valid, fallback, name)
+        return forward(z, u, valid, fallback, name, **options)
 
     monkeypatch.setattr(kernels, "forward", counting)
     return handed

@@ -29,7 +29,8 @@ from tests.conftest import force_solver, force_triton
 from tests.reference_transforms import csoftmax_ref, csparsemax_ref, sparsemax_ref
 
 # The Triton kernels of each transform that has them; a transform joins by adding its module.
-TRITON = {"sparsemax": _sparse_triton, "csparsemax": _sparse_triton, "csoftmax": _csoftmax_triton}
+TRITON = {"sparsemax": _sparse_triton, "csparsemax": _sparse_triton, "csoftmax": _csoftmax_triton,
+          "entmax15": _sparse_triton, "centmax15": _sparse_triton}
 
 
 @pytest.fixture(params=["compiled", "torch", "triton"], autouse=True)

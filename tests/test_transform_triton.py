@@ -1,4 +1,5 @@
-"""The Triton kernels of sparsemax and csparsemax (lit_structattn/attention/_sparse_triton.py),
+"""The Triton kernels of sparsemax and csparsemax (lit_structattn/attention/_sparse_triton.py;
+their 1.5-entmax variants: tests/test_entmax_triton.py),
 run in Triton's interpreter on CPU tensors (tests/conftest.py), and compiled for a GPU (sm_90)
 by Triton's own compiler. tests/test_transform_precision.py runs its whole matrix through them
 too (its ``triton`` solver); here: the closed-form backward (gradcheck, and against the torch
@@ -14,7 +15,14 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from lit_structattn.attention import _sparse_triton, csoftmax, csparsemax, sparsemax
+from lit_structattn.attention import (
+    _sparse_triton,
+    centmax15,
+    csoftmax,
+    csparsemax,
+    entmax15,
+    sparsemax,
+)
 from lit_structattn.common import compiled
 from lit_structattn.common.compiled import triton_installed
 from tests.conftest import count_fallbacks, force_triton
@@ -176,7 +184,8 @@ def test_on_cuda_a_call_waits_for_the_host_once():
     warns at each)."""
     z, u = inputs((256, 50), seed=11, dtype=torch.float32, total=1.2)
     z, u = z.cuda().requires_grad_(), u.cuda().requires_grad_()
-    for transform in (lambda: sparsemax(z), lambda: csparsemax(z, u), lambda: csoftmax(z, u)):
+    for transform in (lambda: sparsemax(z), lambda: csparsemax(z, u), lambda: csoftmax(z, u),
+                      lambda: entmax15(z), lambda: centmax15(z, u)):
         transform().sum().backward()  # compiles the kernels
         torch.cuda.synchronize()
         torch.cuda.set_sync_debug_mode("warn")
@@ -206,16 +215,18 @@ def test_the_kernels_serve_cuda_tensors_only_and_can_be_switched_off(monkeypatch
 @pytest.mark.skipif(not triton_installed(), reason="triton is not installed")
 @pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16", "fp64"])
 def test_the_triton_kernels_compile_for_a_gpu(dtype):
-    """Every variant (bounds or not, mask or not; forward and backward) for sm_90
-    (tests/triton_compile.py): the interpreter lets through what a GPU compiler refuses."""
+    """Every variant (bounds or not, mask or not, sparsemax's or 1.5-entmax's; forward and
+    backward) for sm_90 (tests/triton_compile.py): the interpreter lets through what a GPU
+    compiler refuses."""
     real, wide = "*" + dtype, dtype == "fp64"
     forward = [real] * 2 + ["*u8", real, "*i8", "*i8"]
-    backward = [real, "*i8", real, real]
-    variants = [("forward_kernel", forward, dict(BOUNDED=b, MASKED=m, WIDE=wide, TOLERANCE=1e-5,
-                                                 FEASIBLE=0.99, MAX_STEPS=64, ROWS=4, BLOCK=256))
-                for b in (False, True) for m in (False, True)]
-    variants += [("backward_kernel", backward, dict(BOUNDED=b, WIDE=wide, ROWS=4, BLOCK=256))
-                 for b in (False, True)]
+    variants = [("forward_kernel", forward, dict(BOUNDED=b, MASKED=m, SQUARE=q, WIDE=wide,
+                                                 TOLERANCE=1e-5, FEASIBLE=0.99, MAX_STEPS=64,
+                                                 ROWS=4, BLOCK=256))
+                for q in (False, True) for b in (False, True) for m in (False, True)]
+    variants += [("backward_kernel", [real, "*i8" if not q else real, "*i8", real, real],
+                  dict(BOUNDED=b, SQUARE=q, WIDE=wide, ROWS=4, BLOCK=256))
+                 for q in (False, True) for b in (False, True)]
     sizes = compiled_sizes("lit_structattn.attention._sparse_triton_kernels", variants)
-    assert [name for name, _ in sizes] == ["forward_kernel"] * 4 + ["backward_kernel"] * 2
+    assert [name for name, _ in sizes] == ["forward_kernel"] * 8 + ["backward_kernel"] * 4
     assert all(size > 0 for _, size in sizes)

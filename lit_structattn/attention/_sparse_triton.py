@@ -1,4 +1,5 @@
-"""sparsemax and csparsemax on CUDA as Triton kernels: one launch forward, one backward.
+"""sparsemax, csparsemax, 1.5-entmax and constrained 1.5-entmax on CUDA as Triton kernels: one
+launch forward, one backward.
 
 The problem: the threshold tau with ``f(tau) = sum_j clip(z_j - tau, 0, u_j) = 1`` (``u = +inf``
 for sparsemax), ``f`` piecewise linear and decreasing, with breakpoints at ``z_j`` and
@@ -32,6 +33,20 @@ whether any row was flagged (uncertified, or infeasible: then the ``ValueError``
 
 The backward is the closed form: ``dz = 1[free] (g - m)``, ``du = 1[at bound] (g - m)``, ``m``
 the mean of ``g`` over the free set, from the int8 sets the forward saved.
+
+1.5-entmax (``square``: :func:`~.entmax.entmax15`, and :func:`~.centmax.centmax15` with bounds)
+is the same problem with the coordinate ``((z_j - tau) / 2)_+^2`` (the scores halved, as
+``entmax.py`` writes ``x = (alpha - 1) z``): ``f(tau) = sum_j clip(((z_j - tau) / 2)_+^2, 0,
+u_j)``, decreasing, quadratic between the breakpoints ``z_j`` and ``z_j - 2 sqrt(u_j)``. The
+same kernel, with the bracket ``[max z - 2, max z]`` (``[min(z - 2 sqrt(min(u, 1))) - 1, max
+z]`` with bounds) and, for Newton's point, the exact root of the quadratic piece through ``t``
+(see the kernel), so that again a point that leaves the sets as they were is the exact
+threshold. The same certification, the same fallback (the exact torch paths of ``entmax.py``
+and ``centmax.py``). The backward: ``s = sqrt(a)`` on the free set, ``m = sum s g / sum s``,
+``dz = s (g - m)``, ``du = 1[at bound] (g - m)``, from the sets and the output the forward
+saved. Other alpha (and a tensor alpha) stay on the torch path on every device: the pieces
+of their mass have no closed-form root, which this exactness test needs (a kernel for them,
+Newton's step certified by the mass alone, is not written yet).
 """
 
 from __future__ import annotations
@@ -61,11 +76,12 @@ def usable(z: Tensor) -> bool:
     return triton_serves(z, MAX_LENGTH)
 
 
-def forward(z: Tensor, u: Tensor | None, valid: Tensor | None, exact: ExactRows, name: str
-            ) -> tuple[Tensor, Tensor]:
+def forward(z: Tensor, u: Tensor | None, valid: Tensor | None, exact: ExactRows, name: str,
+            square: bool = False) -> tuple[Tensor, Tensor]:
     """``(out, state)``, each ``[..., L]``: sparsemax of ``z [..., L]`` (``u`` None) or its
-    csparsemax with bounds ``u [..., L]`` (negative counts as 0), over the ``valid [..., L]``
-    positions (bool or None); ``out`` in the dtype of ``z``, exactly 0 at invalid positions;
+    csparsemax with bounds ``u [..., L]`` (negative counts as 0), with ``square`` 1.5-entmax
+    or constrained 1.5-entmax, over the ``valid [..., L]`` positions (bool or None); ``out``
+    in the dtype of ``z``, exactly 0 at invalid positions;
     ``state`` int8: 0 where ``out = 0``, 1 free, 2 at the bound. The kernel applies the input
     rules of :func:`._checks.run_transform` itself: a ``-inf`` score is a masked position, a
     NaN or ``+inf`` one makes its row NaN, and bounds that cannot sum to 1 raise its
@@ -85,9 +101,9 @@ def forward(z: Tensor, u: Tensor | None, valid: Tensor | None, exact: ExactRows,
         kernel[(_programs(rows, per_program),)](
             scores, bounds, mask, out, state, flagged, *scores.stride(), *bounds.stride(),
             *mask.stride(), rows, length, BOUNDED=u is not None, MASKED=valid is not None,
-            WIDE=z.dtype == torch.float64, TOLERANCE=_tolerance(z.dtype, length),
-            FEASIBLE=1 - eps**0.5, MAX_STEPS=MAX_STEPS, ROWS=per_program, BLOCK=block,
-            num_warps=_warps(block * per_program))
+            SQUARE=square, WIDE=z.dtype == torch.float64,
+            TOLERANCE=_tolerance(z.dtype, length), FEASIBLE=1 - eps**0.5, MAX_STEPS=MAX_STEPS,
+            ROWS=per_program, BLOCK=block, num_warps=_warps(block * per_program))
     redo = flagged.view(shape[:-1]).bool()
     if bool(redo.any()):  # the host synchronization: rare rows, solved exactly by torch
         finite = z.isfinite()  # the rows flagged hold no NaN or +inf at a valid position
@@ -99,10 +115,12 @@ def forward(z: Tensor, u: Tensor | None, valid: Tensor | None, exact: ExactRows,
     return out, state
 
 
-def backward(grad: Tensor, state: Tensor, bounded: bool) -> tuple[Tensor, Tensor | None]:
+def backward(grad: Tensor, state: Tensor, bounded: bool, out: Tensor | None = None
+             ) -> tuple[Tensor, Tensor | None]:
     """``(d_scores, d_upper)``, each ``[..., L]`` in the dtype of ``grad [..., L]`` (any
     strides): the closed-form backward for the cotangent ``grad`` of the output whose ``state``
-    :func:`forward` returned; ``d_upper`` None unless ``bounded``."""
+    :func:`forward` returned; ``d_upper`` None unless ``bounded``. ``out``: that output, for
+    the 1.5-entmax family (``square``), None for the sparsemax family."""
     length = grad.shape[-1]
     cotangent = grad.reshape(-1, length)
     rows = cotangent.shape[0]
@@ -112,10 +130,10 @@ def backward(grad: Tensor, state: Tensor, bounded: bool) -> tuple[Tensor, Tensor
         block, per_program = _tile(length)
         _, kernel = _kernels()
         kernel[(_programs(rows, per_program),)](
-            cotangent, state, d_scores, d_scores if d_upper is None else d_upper,
-            *cotangent.stride(), rows, length, BOUNDED=bounded,
-            WIDE=grad.dtype == torch.float64, ROWS=per_program, BLOCK=block,
-            num_warps=_warps(block * per_program))
+            cotangent, state if out is None else out, state, d_scores,
+            d_scores if d_upper is None else d_upper, *cotangent.stride(), rows, length,
+            BOUNDED=bounded, SQUARE=out is not None, WIDE=grad.dtype == torch.float64,
+            ROWS=per_program, BLOCK=block, num_warps=_warps(block * per_program))
     return d_scores, d_upper
 
 

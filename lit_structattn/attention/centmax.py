@@ -21,6 +21,11 @@ Backward, on the free set F with ``s = a^(2 - alpha)`` and ``m = sum_F s g / sum
 the capped set (a capped coordinate moves with its bound, and its change is taken from the free
 set in proportion to s); a row with no free coordinate gets zero gradient. Contract as for every
 transform (:mod:`._checks`), ``ValueError`` for rows whose valid bounds sum to less than 1.
+
+On CUDA alpha = 1.5 is one Triton kernel per direction, shared with csparsemax
+(:mod:`._sparse_triton`: the threshold by a safeguarded Newton/bisection in registers, every
+row certified on the device, the rare uncertified row solved again by the torch path above);
+other alpha run the torch path on every device.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from . import _sparse_triton
 from ._checks import check_scores, run_transform
 from ._threshold import center, checks_every_pass, first_true
 from .csoftmax import csoftmax
@@ -184,12 +190,32 @@ def solve(z: Tensor, u: Tensor, valid: Tensor | None, alpha: float
     return finish(x, u, tau, exponent)
 
 
+def fused(z: Tensor, alpha: float) -> bool:
+    """Whether the Triton kernels take constrained 1.5-entmax of ``z [..., L]`` (see
+    :func:`._sparse_triton.usable`): for alpha = 1.5 on CUDA."""
+    return alpha == 1.5 and _sparse_triton.usable(z)
+
+
+def centmax15_rows(z: Tensor, u: Tensor, valid: Tensor | None) -> tuple[Tensor, Tensor]:
+    """``(a, state)`` for the rows the Triton kernel did not certify (see
+    :func:`._sparse_triton.forward`)."""
+    a, free, capped = solve(z, u, valid, 1.5)
+    return a, (free + 2 * capped).to(torch.int8)
+
+
 class CentmaxFunction(torch.autograd.Function):
     """Constrained alpha-entmax (a float alpha in (1, 2)) over the last dimension, with the
-    closed-form backward of the module docstring for the scores and the bounds."""
+    closed-form backward of the module docstring for the scores and the bounds; on CUDA at
+    alpha = 1.5 by the Triton kernels."""
 
     @staticmethod
     def forward(ctx, z: Tensor, u: Tensor, valid: Tensor | None, alpha: float) -> Tensor:
+        ctx.fused = fused(z, alpha)
+        if ctx.fused:
+            a, state = _sparse_triton.forward(z, u, valid, centmax15_rows, "centmax",
+                                              square=True)
+            ctx.save_for_backward(a, state)
+            return a
         a, free, capped = solve(z, u, valid, alpha)
         ctx.alpha = alpha
         ctx.save_for_backward(a, free, capped)
@@ -198,6 +224,10 @@ class CentmaxFunction(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor | None, None, None]:
+        if ctx.fused:
+            a, state = ctx.saved_tensors
+            bounded = ctx.needs_input_grad[1]
+            return (*_sparse_triton.backward(grad, state, bounded, out=a), None, None)
         a, free, capped = ctx.saved_tensors
         s = (a.sqrt() if ctx.alpha == 1.5 else a.pow(2 - ctx.alpha)) * free
         s_mass = s.sum(-1, keepdim=True)
@@ -236,7 +266,8 @@ def centmax(scores: Tensor, upper: Tensor, alpha: float = 1.5, dim: int = -1,
         return csoftmax(scores, upper, dim=dim, mask=mask)
     if alpha == 2.0:
         return csparsemax(scores, upper, dim=dim, mask=mask)
-    return run_transform(CentmaxFunction, "centmax", scores, upper, dim, mask, options=(alpha,))
+    return run_transform(CentmaxFunction, "centmax", scores, upper, dim, mask, options=(alpha,),
+                         checks_itself=lambda z: fused(z, alpha))
 
 
 def centmax15(scores: Tensor, upper: Tensor, dim: int = -1, mask: Tensor | None = None

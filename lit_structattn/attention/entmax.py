@@ -21,6 +21,11 @@ largest coordinate alone has mass 1, at ``-L^(1 - alpha)`` every coordinate has 
   the support found. Only the coordinates above -1 can be in the support; on long rows the
   iterations run on them alone.
 
+On CUDA alpha = 1.5 (a float) is one Triton kernel per direction, shared with sparsemax
+(:mod:`._sparse_triton`: the threshold by a safeguarded Newton/bisection in registers, every
+row certified on the device, the rare uncertified row solved again by the torch path above);
+other alpha, and a tensor alpha, run the torch path on every device.
+
 The backward pass is the closed form ``dz = s * (g - sum(s g) / sum(s))``, ``s = p^(2 - alpha)``
 on the support; for a tensor alpha, ``dp_i / dalpha = k (w_i - s_i sum(w) / sum(s))`` with
 ``k = 1 / (alpha - 1)`` and ``w = k p - p log p`` (Correia et al., Prop. 1), and its limit
@@ -39,6 +44,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from . import _sparse_triton
 from ._checks import check_scores, run_transform
 from ._threshold import center, checks_every_pass, solve_threshold
 from .sparsemax import sparsemax
@@ -247,12 +253,32 @@ def alpha_gradient(grad: Tensor, p: Tensor, s: Tensor, alpha: Tensor) -> Tensor:
     return torch.where(softmax, limit, general)
 
 
+def fused(z: Tensor, alpha: Alpha) -> bool:
+    """Whether the Triton kernels take 1.5-entmax of ``z [..., L]`` (see
+    :func:`._sparse_triton.usable`): for a float alpha of 1.5 on CUDA."""
+    return isinstance(alpha, float) and alpha == 1.5 and _sparse_triton.usable(z)
+
+
+def entmax15_rows(z: Tensor, u: None, valid: Tensor | None) -> tuple[Tensor, Tensor]:
+    """``(p, state)`` for the rows the Triton kernel did not certify (see
+    :func:`._sparse_triton.forward`)."""
+    p = solve(z, 1.5, valid)
+    return p, (p > 0).to(torch.int8)
+
+
 class EntmaxFunction(torch.autograd.Function):
     """alpha-entmax over the last dimension, with the closed-form backward for the scores
-    and, when alpha is a tensor ``[..., 1]``, for alpha."""
+    and, when alpha is a tensor ``[..., 1]``, for alpha; on CUDA at alpha = 1.5 by the Triton
+    kernels."""
 
     @staticmethod
     def forward(ctx, z: Tensor, valid: Tensor | None, alpha: Alpha) -> Tensor:
+        ctx.fused = fused(z, alpha)
+        if ctx.fused:
+            p, state = _sparse_triton.forward(z, None, valid, entmax15_rows, "entmax",
+                                              square=True)
+            ctx.save_for_backward(p, state)
+            return p
         rows_alpha = alpha.to(z.dtype) if isinstance(alpha, Tensor) else alpha
         p = solve(z, rows_alpha, valid)
         ctx.alpha = None if isinstance(alpha, Tensor) else alpha
@@ -263,6 +289,9 @@ class EntmaxFunction(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, grad: Tensor) -> tuple[Tensor, None, Tensor | None]:
+        if ctx.fused:
+            p, state = ctx.saved_tensors
+            return _sparse_triton.backward(grad, state, False, out=p)[0], None, None
         p, *rows_alpha = ctx.saved_tensors
         alpha = rows_alpha[0] if rows_alpha else ctx.alpha
         if isinstance(alpha, float) and alpha == 1.5:
@@ -326,7 +355,8 @@ def entmax(scores: Tensor, alpha: Alpha = 1.5, dim: int = -1,
     alpha = check_alpha(alpha, scores, dim, "entmax")
     if isinstance(alpha, float) and alpha == 2.0:
         return sparsemax(scores, dim=dim, mask=mask)
-    return run_transform(EntmaxFunction, "entmax", scores, None, dim, mask, options=(alpha,))
+    return run_transform(EntmaxFunction, "entmax", scores, None, dim, mask, options=(alpha,),
+                         checks_itself=lambda z: fused(z, alpha))
 
 
 def entmax15(scores: Tensor, dim: int = -1, mask: Tensor | None = None) -> Tensor:

@@ -1,5 +1,6 @@
 """Switch and thread control for the compiled kernels of the attention transforms and the CRFs
-(numba on the CPU; Triton on CUDA for the chain CRF, sparsemax, csparsemax and csoftmax).
+(numba on the CPU; Triton on CUDA for the chain CRF, sparsemax, csparsemax, csoftmax, entmax15
+and centmax15).
 
 The kernels run on CPU when numba is installed (on CUDA when Triton is), unless the environment
 sets ``STRUCTATTN_COMPILED=0``; elsewhere (other devices, dtypes, or switched off) the torch
