@@ -243,7 +243,7 @@ def test_unknown_attention_and_binary_with_one_hop():
 
 
 def test_the_attention_names_build_their_models():
-    assert HOP_TRANSFORMS == ("softmax", "sparsemax")
+    assert HOP_TRANSFORMS == ("softmax", "sparsemax", "entmax15")
     for name in ATTENTIONS:
         model = make(name)
         assert isinstance(model, MemN2N) == (name in HOP_TRANSFORMS)

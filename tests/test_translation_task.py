@@ -210,9 +210,9 @@ def test_repeated_output_words_are_highlighted():
 
 
 def test_unknown_attention_lists_the_valid_ones(corpus, tmp_path):
-    with pytest.raises(Exception, match="entmax") as error:
+    with pytest.raises(Exception, match="tsallismax") as error:
         cli_for(tiny(corpus, tmp_path, "softmax", "--model.init_args.model.init_args.attention",
-                     "entmax"))
+                     "tsallismax"))
     assert "csparsemax" in str(error.value)
 
 

@@ -334,7 +334,9 @@ def _wrong_type(text: str) -> str | None:
     if not keys or not nested:
         return None
     block = _block(text[text.rindex(f'Parser key "{keys[-1][1]}"'):], len(keys[-1][0]))
-    types = list(dict.fromkeys(_EXPECTED_CLASS.findall(block)))
+    # sorted, null last: jsonargparse lists them in an order that varies between versions
+    types = sorted(set(_EXPECTED_CLASS.findall(block)), key=lambda name: (name == "NoneType",
+                                                                         name))
     given = _GIVEN.search(block)
     if "Expected a typing." in block or given is None or not set(types) - {"NoneType"}:
         return None
