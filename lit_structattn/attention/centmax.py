@@ -210,6 +210,7 @@ class CentmaxFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, z: Tensor, u: Tensor, valid: Tensor | None, alpha: float) -> Tensor:
+        ctx.alpha = alpha  # before the Triton check, which torch.compile may break the graph at
         ctx.fused = fused(z, alpha)
         if ctx.fused:
             a, state = _sparse_triton.forward(z, u, valid, centmax15_rows, "centmax",
@@ -217,7 +218,6 @@ class CentmaxFunction(torch.autograd.Function):
             ctx.save_for_backward(a, state)
             return a
         a, free, capped = solve(z, u, valid, alpha)
-        ctx.alpha = alpha
         ctx.save_for_backward(a, free, capped)
         return a
 

@@ -273,6 +273,10 @@ class EntmaxFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, z: Tensor, valid: Tensor | None, alpha: Alpha) -> Tensor:
+        # every attribute first: under torch.compile, a graph break further down (the Triton
+        # check) loses the ones set after it
+        ctx.alpha = None if isinstance(alpha, Tensor) else alpha
+        ctx.alpha_dtype = alpha.dtype if isinstance(alpha, Tensor) else None
         ctx.fused = fused(z, alpha)
         if ctx.fused:
             p, state = _sparse_triton.forward(z, None, valid, entmax15_rows, "entmax",
@@ -281,8 +285,6 @@ class EntmaxFunction(torch.autograd.Function):
             return p
         rows_alpha = alpha.to(z.dtype) if isinstance(alpha, Tensor) else alpha
         p = solve(z, rows_alpha, valid)
-        ctx.alpha = None if isinstance(alpha, Tensor) else alpha
-        ctx.alpha_dtype = alpha.dtype if isinstance(alpha, Tensor) else None
         ctx.save_for_backward(p, *([rows_alpha] if isinstance(alpha, Tensor) else []))
         return p
 
