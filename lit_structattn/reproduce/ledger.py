@@ -116,10 +116,12 @@ def stored(
 
 def stored_runs(
     table: Table, rows: list[Row], budget: str, seeds: range, root: Path | None,
-    results: Path | None,
+    results: Path | None, file: bool = True,
 ) -> dict[str, list[dict]]:
-    """``{row name: the stored results among seeds}`` of each of ``rows`` (:func:`stored`)."""
-    found = {row.name: [stored(table, row, budget, seed, root, results) for seed in seeds]
+    """``{row name: the stored results among seeds}`` of each of ``rows``: :func:`stored`, or
+    with ``file=False`` :func:`cached_result` (nothing filed in the ledger)."""
+    find = stored if file else cached_result
+    found = {row.name: [find(table, row, budget, seed, root, results) for seed in seeds]
              for row in rows}
     return {name: [r for r in runs if r is not None] for name, runs in found.items()}
 
@@ -160,8 +162,8 @@ def cited_verdicts(table: Table, root: Path | None, results: Path | None) -> Cit
         other = TABLES[other_name]
         found = []
         for budget in (b for b in BUDGETS if b in other.budgets):
-            runs = {row.name: [r for seed in range(other.seeds) if (r := cached_result(
-                other, row, budget, seed, root, results)) is not None] for row in other.rows}
+            runs = stored_runs(other, list(other.rows), budget, range(other.seeds), root,
+                               results, file=False)
             earlier = earlier_report(other, budget, results)
             if any(runs.values()) or earlier.rows:
                 found += [(budget, v) for v in table_verdicts(other, runs, earlier)
