@@ -17,6 +17,6 @@ from lit_structattn.metrics.translation import (
     rep_score,
 )
 
-__all__ = ["BleuChrf", "BleuPerSetting", "CorpusScore", "DropScore", "EntityF1", "ExactMatch",
+__all__ = ["AttentionSparsity", "BleuChrf", "BleuPerSetting", "CorpusScore", "DropScore", "EntityF1", "ExactMatch",
            "F1Mult", "FirstFocusShare", "LengthToFailure", "RepScore", "TokenAccuracy",
            "TokenPerplexity", "bleu_chrf", "drop_alignments", "drop_score", "rep_score"]

@@ -273,3 +273,17 @@ class TokenPerplexity(MeanMetric):
 
     def compute(self) -> torch.Tensor:
         return super().compute().clamp(max=50.0).exp()
+
+
+
+class AttentionSparsity(MeanMetric):
+    """The share (%) of exactly zero attention weights among the real (target token, source
+    token) pairs: ``update(weights [B, T, S], allowed)`` with bool ``allowed`` broadcastable to
+    ``weights`` (True = a real target token and a real source token)."""
+
+    def update(self, weights: torch.Tensor, allowed: torch.Tensor) -> None:  # type: ignore[override]
+        allowed = allowed.expand(weights.shape)
+        total = allowed.sum()
+        if int(total):
+            zeros = ((weights == 0) & allowed).sum()
+            super().update(100.0 * zeros / total, weight=total)

@@ -48,6 +48,11 @@ from .provenance import run_provenance
 from .report import shown_report, write_report
 from .tables import BUDGETS, TABLES, Row, Table
 
+#: The metric key of a trained run's mean training step in milliseconds (forward, backward and
+#: the optimizer's step, timed by :class:`~lit_structattn.run.callbacks.FitClock`): noisy on a
+#: shared machine, so a table shows it only beside the machine's load.
+STEP_TIME = "train/step_ms"
+
 
 def run_one(
     table: Table, row: Row, budget: str, seed: int, root: Path, results: Path | None = None,
@@ -103,11 +108,12 @@ def _fit_and_test(table: Table, row: Row, budget: str, seed: int, out: Path, roo
         cli.trainer.callbacks.append(clock)
         cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=resume_from)
     # read before testing: loading the tested checkpoint restores the clock too
-    before_resume = clock.earlier_seconds
+    before_resume, step_ms = clock.earlier_seconds, clock.step_milliseconds()
     tested = cli.trainer.test(cli.model, datamodule=cli.datamodule,
                               ckpt_path=checkpoint or "best", verbose=False)
     result = {
-        "metrics": {k: float(v) for k, v in tested[0].items()},
+        "metrics": {**{k: float(v) for k, v in tested[0].items()},
+                    **({STEP_TIME: step_ms} if step_ms is not None else {})},
         "wall_seconds": time.perf_counter() - start + (before_resume or 0.0),
         "epochs": cli.trainer.current_epoch,
         **run_provenance(device_summary(cli.trainer)),

@@ -1,5 +1,5 @@
 """Lightning callbacks any run may take: predictions written to JSONL as they come, and a
-fit's wall time kept across resumptions."""
+fit's wall time and training step time kept across resumptions."""
 
 from __future__ import annotations
 
@@ -46,30 +46,54 @@ class JsonlPredictionWriter(BasePredictionWriter):
 
 
 class FitClock(L.Callback):
-    """The wall time of a fit, kept in its checkpoints: a fit resumed from a checkpoint adds
-    the time its earlier parts took up to that checkpoint (work redone after the checkpoint is
-    counted once, when redone). Lightning restores the state from any checkpoint it loads,
-    ``test(ckpt_path=...)`` included: read ``earlier_seconds`` right after ``fit``.
+    """The wall time of a fit and of its training steps, kept in its checkpoints: a fit resumed
+    from a checkpoint adds the time its earlier parts took up to that checkpoint (work redone
+    after the checkpoint is counted once, when redone). Lightning restores the state from any
+    checkpoint it loads, ``test(ckpt_path=...)`` included: read the clock right after ``fit``.
+
+    A training step is timed from the batch's start to its end (forward, backward and the
+    optimizer's step); validation, checkpoints and data loading between batches are not.
 
     Attributes:
         earlier_seconds: the time recorded by the checkpoint the fit resumed from; None when
             no checkpoint recorded one.
+        step_seconds, steps: the training steps' total time and their number, earlier parts
+            included.
     """
 
     def __init__(self) -> None:
         self.earlier_seconds: float | None = None
         self._started: float | None = None
+        self.step_seconds, self.steps = 0.0, 0
+        self._step_started = 0.0
 
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._started = time.perf_counter()
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch,
+                             batch_idx: int) -> None:
+        self._step_started = time.perf_counter()
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs,
+                           batch, batch_idx: int) -> None:
+        self.step_seconds += time.perf_counter() - self._step_started
+        self.steps += 1
 
     def elapsed(self) -> float:
         """Seconds of this fit so far, its earlier parts included."""
         running = 0.0 if self._started is None else time.perf_counter() - self._started
         return (self.earlier_seconds or 0.0) + running
 
+    def step_milliseconds(self) -> float | None:
+        """The mean training step in milliseconds (None before the first)."""
+        return 1000.0 * self.step_seconds / self.steps if self.steps else None
+
     def state_dict(self) -> dict[str, float]:
-        return {"seconds": self.elapsed()}
+        return {"seconds": self.elapsed(), "step_seconds": self.step_seconds,
+                "steps": self.steps}
 
     def load_state_dict(self, state_dict: dict[str, float]) -> None:
         self.earlier_seconds = float(state_dict["seconds"])
+        # checkpoints written before the steps were timed: the steps from the resumption on
+        self.step_seconds = float(state_dict.get("step_seconds", 0.0))
+        self.steps = int(state_dict.get("steps", 0))

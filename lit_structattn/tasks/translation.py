@@ -4,7 +4,9 @@
 
 Logs ``train/loss`` (label-smoothed), ``val/loss``, ``val/ppl``, ``val/bleu`` (the score) and
 ``val/chrf`` (greedy decoding, every validation), and at test time (beam search) ``test/bleu``
-(the score), ``test/chrf``, ``test/rep``, ``test/drop`` and ``test/ppl``; the test translations
+(the score), ``test/chrf``, ``test/rep``, ``test/drop``, ``test/ppl`` and ``test/sparsity`` (the
+share of exactly zero weights in the model's attention over the source, teacher-forced on the
+references); the test translations
 go to ``<log_dir>/test_translations.txt``. The sacreBLEU signatures and, with ``penalty_grid``,
 the COVPENALTY weights chosen on the validation set are the task's ``report_notes`` (the
 reproduction runner prints them under its table). What the task reads of its DataModule is
@@ -33,6 +35,7 @@ from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import AttributeDict, rank_zero_info
 
 from ..common.constants import EOS
+from ..common.masks import lengths_to_mask
 from ..common.optional import optional_import
 from ..common.rounding import rounded
 from ..datamodules.subwords import Subwords
@@ -40,6 +43,7 @@ from ..datamodules.translation import TranslationDataset
 from ..datamodules.vocabulary import content_ids
 from ..figures.plots import AttentionMap
 from ..metrics.translation import (
+    AttentionSparsity,
     BleuChrf,
     BleuPerSetting,
     DropScore,
@@ -47,7 +51,7 @@ from ..metrics.translation import (
     TokenPerplexity,
 )
 from ..models.fertility import FertilityPredictor
-from ..models.seq2seq import Beams, Seq2Seq
+from ..models.seq2seq import Beams, Seq2Seq, TransformerSeq2Seq
 from ..prepare.fertility import (
     give_predicted_fertilities,
     predictor_from_state,
@@ -96,12 +100,13 @@ def repeated_positions(tokens: Sequence[str]) -> list[int]:
 
 
 class TranslationTask(Task):
-    """An attentional BiLSTM-LSTM translation model trained with teacher forcing
-    (``configs/translation/base.yaml`` configures the cpu-budget one).
+    """An attentional encoder-decoder trained with teacher forcing
+    (``configs/translation/base.yaml`` configures the cpu-budget BiLSTM-LSTM one,
+    ``configs/translation/transformer.yaml`` a small Transformer).
 
     Args:
         model: the encoder-decoder (:class:`~lit_structattn.models.seq2seq.Seq2Seq`, BiLSTM
-            encoder). Its vocabulary sizes and ``sink`` come from the data (linked by the CLI
+            encoder, or :class:`~lit_structattn.models.seq2seq.transformer.TransformerSeq2Seq`). Its vocabulary sizes and ``sink`` come from the data (linked by the CLI
             from the DataModule's ``src_vocab``, ``tgt_vocab``, ``joint_vocab`` and ``sink``);
             batches with a ``fertility`` tensor (GUIDED / PREDICTED) override its constant
             ``fertility``.
@@ -127,7 +132,7 @@ class TranslationTask(Task):
 
     def __init__(
         self,
-        model: Seq2Seq,
+        model: Seq2Seq | TransformerSeq2Seq,
         optimizer: OptimizerCallable = torch.optim.Adam,
         lr_scheduler: LRSchedulerCallable | None = None,
         predictor_epochs: int = 5,
@@ -148,7 +153,8 @@ class TranslationTask(Task):
         self.save_hyperparameters()
         self.model = model
         self.declare_metrics("bleu", {"ppl": TokenPerplexity(), "sacrebleu": BleuChrf()},
-                             {"rep": RepScore(), **({"drop": DropScore()} if drop_score else {})})
+                             {"rep": RepScore(), "sparsity": AttentionSparsity(),
+                              **({"drop": DropScore()} if drop_score else {})})
         self.penalty = {"alpha": alpha, "length_penalty": length_penalty,
                         "coverage_penalty": coverage_penalty, "min_attention": min_attention}
         # COVPENALTY: the BLEU of every (alpha, beta) of the grid on the validation set
@@ -222,12 +228,16 @@ class TranslationTask(Task):
     def _update_nll(self, batch: dict[str, torch.Tensor], split: str
                     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The mean token NLL of ``batch`` and its number of target tokens (the validation
-        loss), accumulated in the perplexity of ``split``."""
-        logits, _, _ = self.model(batch["src"], batch["src_lengths"], batch["tgt_in"],
+        loss), accumulated in the perplexity of ``split`` (and the test's attention sparsity)."""
+        logits, weights, _ = self.model(batch["src"], batch["src_lengths"], batch["tgt_in"],
                                   batch.get("fertility"), joint_k=self.hparams.test_joint_k)
         nll = F.cross_entropy(logits.flatten(0, 1), batch["tgt_out"].flatten(), ignore_index=0)
         tokens = (batch["tgt_out"] != 0).sum()
         self.metrics[split]["ppl"].update(nll, weight=tokens)
+        if "sparsity" in self.metrics[split]:
+            real_source = lengths_to_mask(batch["src_lengths"], weights.shape[-1])
+            self.metrics[split]["sparsity"].update(
+                weights, (batch["tgt_out"] != 0)[:, :, None] & real_source[:, None])
         return nll, tokens
 
     # ---- decoding -----------------------------------------------------------------------

@@ -17,6 +17,9 @@ decoder keeps the cumulative attention ``beta`` of every source word and bounds 
 ``u_t = fertility - beta_{t-1}`` (clamped at 0); with ``sink=True`` the last real source token is
 the ``<SINK>``, whose bound never binds, and ``exhaustion_bonus = c`` adds ``c * u_t`` to the
 scores of the other words. Fertilities are a constant or given per source token.
+
+A small Transformer encoder-decoder (:mod:`.transformer`) takes any unconstrained transform as
+its cross-attention and decodes through the same searches.
 """
 
 from ...layers.registry import OutputName, SourceAttentionName, names
@@ -24,6 +27,7 @@ from .joint import OUTPUTS, SAMPLED_OUTPUTS
 from .model import DECODER_INITS, DecoderInit, DecoderState, Seq2Seq
 from .search import Beams, rescore
 from .source import ENCODERS, EncodedSource, EncoderName, SourceEncoder, SourceEncoderOptions
+from .transformer import TransformerSeq2Seq, TransformerState
 
 SOURCE_ATTENTION = names("seq2seq", "source_attention")
 
@@ -43,5 +47,7 @@ __all__ = [
     "SourceAttentionName",
     "SourceEncoder",
     "SourceEncoderOptions",
+    "TransformerSeq2Seq",
+    "TransformerState",
     "rescore",
 ]
