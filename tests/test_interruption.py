@@ -163,3 +163,9 @@ def test_reproduce_resumes_an_interrupted_run(tmp_path, monkeypatch):
     result = runner.run_one(replace(table, budgets={"ci": (budget, "")}), row, "ci", 0,
                             tmp_path / "runs")
     assert result["resumed_from"].endswith("last.ckpt") and result["epochs"] == 2
+    # the step clock kept the steps before the interruption: one timed step per training step
+    assert result["metrics"][runner.STEP_TIME] > 0
+    (last,) = (tmp_path / "runs").rglob("version_*/checkpoints/last.ckpt")
+    checkpoint = torch.load(last, weights_only=False)
+    (clock,) = (state for name, state in checkpoint["callbacks"].items() if "FitClock" in name)
+    assert clock["steps"] == checkpoint["global_step"] and clock["step_seconds"] > 0

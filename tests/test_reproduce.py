@@ -56,6 +56,13 @@ def test_unknown_table_or_budget(table, budget, valid, tmp_path):
         run_table(table, budget, seeds=1, root=tmp_path)
 
 
+def test_an_empty_seed_range_is_refused_before_anything_runs(tmp_path):
+    """``--first-seed 1 --seeds 1`` names no seed (the seeds are first_seed .. seeds - 1)."""
+    with pytest.raises(ValueError, match="--first-seed 1 is not below --seeds 1"):
+        run_table("tree_transduction", "ci", seeds=1, first_seed=1, root=tmp_path)
+    assert not any(tmp_path.iterdir())
+
+
 def test_every_row_has_its_configs_and_shared_rows_resolve(tmp_path):
     """Every row's config files exist; a ``same_run_as`` row reads and writes the other table's
     run folder, and refuses to when the two configurations differ."""

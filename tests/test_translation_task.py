@@ -68,7 +68,7 @@ def test_fit_and_test_report_every_metric(corpus, tmp_path, row):
     (metrics,) = cli.trainer.test(cli.model, datamodule=cli.datamodule, ckpt_path="best",
                                   verbose=False)
     assert set(metrics) == {"test/bleu", "test/chrf", "test/rep", "test/drop", "test/ppl",
-                            "test/score"}
+                            "test/sparsity", "test/score"}
     assert metrics["test/score"] == metrics["test/bleu"]
     assert 0 <= metrics["test/bleu"] <= 100 and 0 <= metrics["test/drop"] <= 100
     assert 1 < metrics["test/ppl"] < 60  # better than uniform over the vocabulary
@@ -94,7 +94,8 @@ def test_joint_outputs_and_character_sources_fit_and_test(corpus, tmp_path, row,
     cli.trainer.fit(cli.model, datamodule=cli.datamodule)
     (metrics,) = cli.trainer.test(cli.model, datamodule=cli.datamodule, ckpt_path="best",
                                   verbose=False)
-    assert set(metrics) == {"test/bleu", "test/chrf", "test/rep", "test/ppl", "test/score"}
+    assert set(metrics) == {"test/bleu", "test/chrf", "test/rep", "test/ppl", "test/sparsity",
+                            "test/score"}
     assert 1 < metrics["test/ppl"] < 60
     if row == "segmentation":
         batch = next(iter(cli.datamodule.test_dataloader()))

@@ -5,6 +5,7 @@ functions of a finished corpus."""
 from lit_structattn.metrics.length_to_failure import ExactMatch, LengthToFailure
 from lit_structattn.metrics.tagging import EntityF1, F1Mult, FirstFocusShare, TokenAccuracy
 from lit_structattn.metrics.translation import (
+    AttentionSparsity,
     BleuChrf,
     BleuPerSetting,
     CorpusScore,

@@ -380,9 +380,12 @@ def markdown(report: Report) -> str:
 def _preamble(report: Report) -> list[str]:
     table, seeds = report.table, report.seeds
     cached = "; the rows show the finished runs among them (column seeds)"
+    of_a_paper = any(row.paper for row in table.rows)
     return [
         f"# {table.title}", "",
-        *claims_table(report.claims),
+        *(claims_table(report.claims) if of_a_paper or report.claims else
+          ["**Claims:** none: this table compares this library's own rows, with no paper's "
+           "numbers beside them.", ""]),
         *_bug_or_budget(report),
         _produced_by(report), "",
         *_provenance_lines(report.provenance),
@@ -395,8 +398,8 @@ def _preamble(report: Report) -> list[str]:
         + (f"the test value of the seed best on {table.select_by}{_top_text(table)} / "
            if table.select_by else "")
         + "mean ± standard deviation over seeds"
-        f" ({'in %; ' if table.scale == 100 else ''}the mean alone for one seed), then the "
-        "paper's number.", "",
+        f" ({'in %; ' if table.scale == 100 else ''}the mean alone for one seed)"
+        + (", then the paper's number." if of_a_paper else "."), "",
     ]
 
 

@@ -228,6 +228,10 @@ def run_table(
     check_choice(f"budget of {name}", budget, [b for b in BUDGETS if b in table.budgets])
     chosen = [r for r in table.rows if rows is None or r.name in rows]
     seed_range = range(first_seed, seeds)
+    if not seed_range:
+        raise ValueError(f"no seed to run: the seeds are --first-seed .. --seeds - 1, and "
+                         f"--first-seed {first_seed} is not below --seeds {seeds} (one seed K: "
+                         "--first-seed K --seeds K+1)")
     if cached_only:
         runs = stored_runs(table, chosen, budget, seed_range, root, results)
     else:

@@ -65,7 +65,7 @@ class FitClock(L.Callback):
         self.earlier_seconds: float | None = None
         self._started: float | None = None
         self.step_seconds, self.steps = 0.0, 0
-        self._step_started = 0.0
+        self._step_started: float | None = None  # while a step runs
 
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._started = time.perf_counter()
@@ -76,8 +76,15 @@ class FitClock(L.Callback):
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs,
                            batch, batch_idx: int) -> None:
-        self.step_seconds += time.perf_counter() - self._step_started
-        self.steps += 1
+        self.step_seconds, self.steps = self._with_running_step()
+        self._step_started = None
+
+    def _with_running_step(self) -> tuple[float, int]:
+        """``(step_seconds, steps)`` counting the step that runs, if one does: a checkpoint
+        written at a step's end by a callback before this one (an interruption's) has it done."""
+        if self._step_started is None:
+            return self.step_seconds, self.steps
+        return self.step_seconds + time.perf_counter() - self._step_started, self.steps + 1
 
     def elapsed(self) -> float:
         """Seconds of this fit so far, its earlier parts included."""
@@ -89,8 +96,8 @@ class FitClock(L.Callback):
         return 1000.0 * self.step_seconds / self.steps if self.steps else None
 
     def state_dict(self) -> dict[str, float]:
-        return {"seconds": self.elapsed(), "step_seconds": self.step_seconds,
-                "steps": self.steps}
+        step_seconds, steps = self._with_running_step()
+        return {"seconds": self.elapsed(), "step_seconds": step_seconds, "steps": steps}
 
     def load_state_dict(self, state_dict: dict[str, float]) -> None:
         self.earlier_seconds = float(state_dict["seconds"])
