@@ -81,7 +81,7 @@ def test_task_arguments_are_the_owners_literals():
         easy_first.EasyFirstDecoderOptions: {"attention": registry.EasyFirstAttentionName,
                                              "update": easy_first.UpdateName},
         TaggingTask: {"model": easy_first.EasyFirstTagger, "metric": tagging_task.MetricName},
-        TranslationTask: {"model": seq2seq.Seq2Seq},
+        TranslationTask: {"model": seq2seq.EncoderDecoder},
         MemN2N: {"transform": HopTransformName},
         QATask: {"model": MemoryNetwork},
     }

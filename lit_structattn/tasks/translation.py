@@ -1,5 +1,6 @@
 """Machine translation with sparse and constrained attention (Malaviya et al. 2018) around
-:class:`~lit_structattn.models.seq2seq.Seq2Seq`, on the batches of
+an encoder-decoder (:class:`~lit_structattn.models.seq2seq.EncoderDecoder`: the LSTM
+:class:`~lit_structattn.models.seq2seq.Seq2Seq` or a Transformer), on the batches of
 :class:`~lit_structattn.datamodules.translation.TranslationDataModule`.
 
 Logs ``train/loss`` (label-smoothed), ``val/loss``, ``val/ppl``, ``val/bleu`` (the score) and
@@ -51,7 +52,7 @@ from ..metrics.translation import (
     TokenPerplexity,
 )
 from ..models.fertility import FertilityPredictor
-from ..models.seq2seq import Beams, Seq2Seq, TransformerSeq2Seq
+from ..models.seq2seq import Beams, EncoderDecoder
 from ..prepare.fertility import (
     give_predicted_fertilities,
     predictor_from_state,
@@ -105,10 +106,12 @@ class TranslationTask(Task):
     ``configs/translation/transformer.yaml`` a small Transformer).
 
     Args:
-        model: the encoder-decoder (:class:`~lit_structattn.models.seq2seq.Seq2Seq`, BiLSTM
-            encoder, or :class:`~lit_structattn.models.seq2seq.transformer.TransformerSeq2Seq`). Its vocabulary sizes and ``sink`` come from the data (linked by the CLI
-            from the DataModule's ``src_vocab``, ``tgt_vocab``, ``joint_vocab`` and ``sink``);
-            batches with a ``fertility`` tensor (GUIDED / PREDICTED) override its constant
+        model: the encoder-decoder (an :class:`~lit_structattn.models.seq2seq.EncoderDecoder`:
+            :class:`~lit_structattn.models.seq2seq.Seq2Seq`, BiLSTM encoder, or
+            :class:`~lit_structattn.models.seq2seq.TransformerSeq2Seq`). Its vocabulary sizes
+            and ``sink`` come from the data (linked by the CLI from the DataModule's
+            ``src_vocab``, ``tgt_vocab``, ``joint_vocab`` and ``sink``); batches with a
+            ``fertility`` tensor (GUIDED / PREDICTED) override the LSTM's constant
             ``fertility``.
         optimizer, lr_scheduler: see :class:`~.base.Task` (the configurations: Adam 2e-3
             halved after every epoch from the 5th on).
@@ -132,7 +135,7 @@ class TranslationTask(Task):
 
     def __init__(
         self,
-        model: Seq2Seq | TransformerSeq2Seq,
+        model: EncoderDecoder,
         optimizer: OptimizerCallable = torch.optim.Adam,
         lr_scheduler: LRSchedulerCallable | None = None,
         predictor_epochs: int = 5,
@@ -219,7 +222,7 @@ class TranslationTask(Task):
     # ---- training -----------------------------------------------------------------------
 
     def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """The training loss of ``batch`` (:meth:`Seq2Seq.loss`: label-smoothed, mean over the
+        """The training loss of ``batch`` (the model's ``loss``: label-smoothed, mean over the
         target tokens)."""
         return self.model.loss(batch["src"], batch["src_lengths"], batch["tgt_in"],
                                batch["tgt_out"], batch.get("fertility"),

@@ -23,6 +23,7 @@ its cross-attention and decodes through the same searches.
 """
 
 from ...layers.registry import OutputName, SourceAttentionName, names
+from .base import EncoderDecoder
 from .joint import OUTPUTS, SAMPLED_OUTPUTS
 from .model import DECODER_INITS, DecoderInit, DecoderState, Seq2Seq
 from .search import Beams, rescore
@@ -41,6 +42,7 @@ __all__ = [
     "DecoderInit",
     "DecoderState",
     "EncodedSource",
+    "EncoderDecoder",
     "EncoderName",
     "OutputName",
     "Seq2Seq",

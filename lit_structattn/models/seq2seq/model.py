@@ -3,8 +3,8 @@ registry: the decoder LSTM, its step, teacher forcing and the loss. The source s
 :mod:`.source`, the fertility bounds of constrained attention in :mod:`.bounds`, the output
 layers (soft and joint, a :class:`~.joint.JointOutput` submodule) in :mod:`.joint`, decoding
 in :mod:`.search`: the decoding options (the joint output's K, the beam, the length) are
-arguments of :meth:`Seq2Seq.greedy`, :meth:`Seq2Seq.beam_search` and :meth:`Seq2Seq.beams`,
-never changes to the model."""
+arguments of ``greedy``, ``beam_search`` and ``beams`` (:class:`~.base.EncoderDecoder`), never
+changes to the model."""
 
 from __future__ import annotations
 
@@ -23,10 +23,9 @@ from ...layers.registry import (
     build_attention,
 )
 from ...layers.scorers import ScoreName
-from . import search
+from .base import EncoderDecoder
 from .bounds import step_bounds, with_fertility
 from .joint import JointOutput
-from .search import Beams
 from .source import EncodedSource, SourceEncoder, SourceEncoderOptions, select_rows
 
 DECODER_INITS = ("zeros", "encoder")
@@ -50,7 +49,7 @@ class DecoderState:
                             select_rows(self.coverage, index))
 
 
-class Seq2Seq(nn.Module):
+class Seq2Seq(EncoderDecoder):
     """Encoder-decoder with attention.
 
     Args:
@@ -332,34 +331,6 @@ class Seq2Seq(nn.Module):
                                                label_smoothing=label_smoothing)
         penalty = self.attention.penalty()
         return loss if penalty is None else loss + penalty
-
-    def greedy(
-        self, src: Tensor, src_lengths: Tensor, max_len: int, fertility: Tensor | None = None,
-        joint_k: int | None = None,
-    ) -> tuple[Tensor, Tensor]:
-        """:func:`~.search.greedy` decoding: ``(tokens [B, <=max_len], attention [B, <=max_len,
-        S])``; a joint output keeps ``joint_k`` positions (default: the trained K)."""
-        return search.greedy(self, src, src_lengths, max_len, fertility, joint_k=joint_k)
-
-    def beam_search(
-        self, src: Tensor, src_lengths: Tensor, max_len: int, beam: int = 5, alpha: float = 1.0,
-        fertility: Tensor | None = None, length_penalty: str = "avg",
-        coverage_penalty: float = 0.0, min_attention: float = 0.1, joint_k: int | None = None,
-    ) -> Tensor:
-        """The best ``tokens [B, <=max_len]`` of :func:`~.search.beam_search`; a joint output
-        keeps ``joint_k`` positions (default: the trained K)."""
-        return search.beam_search(self, src, src_lengths, max_len, beam, alpha, fertility,
-                                  length_penalty, coverage_penalty, min_attention,
-                                  joint_k=joint_k)
-
-    def beams(
-        self, src: Tensor, src_lengths: Tensor, max_len: int, beam: int = 5,
-        fertility: Tensor | None = None, joint_k: int | None = None,
-    ) -> Beams:
-        """The final hypotheses of :func:`~.search.beams`, to be ranked by
-        :meth:`Beams.best`; a joint output keeps ``joint_k`` positions (default: the trained
-        K)."""
-        return search.beams(self, src, src_lengths, max_len, beam, fertility, joint_k=joint_k)
 
 
 def _moved_output_layer(

@@ -8,9 +8,8 @@ source takes the transform by name, as the LSTM decoder's does (:class:`~.model.
 
 The method: pre-norm layers (a LayerNorm before each sublayer, one after the last layer; stable
 without a learning-rate warm-up), sinusoidal positions, embeddings scaled by ``sqrt(E)``. The
-model answers what :class:`~lit_structattn.tasks.TranslationTask` and the searches of
-:mod:`.search` ask of an encoder-decoder: ``encode``, ``initial_state``, ``decode_step``,
-``forward``, ``loss``, ``greedy``, ``beams``. Decoding caches, per layer, the normalized inputs of
+model is an :class:`~.base.EncoderDecoder`, what :class:`~lit_structattn.tasks.TranslationTask`
+and the searches of :mod:`.search` take. Decoding caches, per layer, the normalized inputs of
 the positions decoded so far (the keys and values of its self-attention), so each step costs one
 position, and step-by-step decoding equals teacher forcing (tested).
 
@@ -31,8 +30,7 @@ from ...attention import get_transform
 from ...common.constants import BOS_ID, EOS_ID
 from ...common.masks import lengths_to_mask
 from ...layers.multihead import MultiheadAttention
-from . import search
-from .search import Beams
+from .base import EncoderDecoder
 from .source import EncodedSource
 
 
@@ -157,7 +155,7 @@ def scaled(embed: nn.Embedding, ids: Tensor) -> Tensor:
     return embed(ids) * math.sqrt(embed.embedding_dim)
 
 
-class TransformerSeq2Seq(nn.Module):
+class TransformerSeq2Seq(EncoderDecoder):
     """Transformer encoder-decoder with any unconstrained transform as cross-attention.
 
     Args:
@@ -276,17 +274,6 @@ class TransformerSeq2Seq(nn.Module):
         mask = tgt_out != 0
         return nn.functional.cross_entropy(scores[mask], tgt_out[mask],
                                            label_smoothing=label_smoothing)
-
-    def greedy(self, src: Tensor, src_lengths: Tensor, max_len: int,
-               fertility: Tensor | None = None, joint_k: int | None = None
-               ) -> tuple[Tensor, Tensor]:
-        """:func:`~.search.greedy`: ``(tokens [B, <=max_len], attention [B, <=max_len, S])``."""
-        return search.greedy(self, src, src_lengths, max_len, fertility, joint_k=joint_k)
-
-    def beams(self, src: Tensor, src_lengths: Tensor, max_len: int, beam: int = 5,
-              fertility: Tensor | None = None, joint_k: int | None = None) -> Beams:
-        """The final hypotheses of :func:`~.search.beams`, ranked by :meth:`Beams.best`."""
-        return search.beams(self, src, src_lengths, max_len, beam, fertility, joint_k=joint_k)
 
 
 def no_joint_output(joint_k: int | None) -> None:
