@@ -170,3 +170,18 @@ def test_the_translation_task_trains_and_tests_it(corpus, tmp_path):  # noqa: F8
     assert set(metrics) == {"test/bleu", "test/chrf", "test/rep", "test/drop", "test/ppl",
                             "test/sparsity", "test/score"}
     assert 0 <= metrics["test/sparsity"] <= 100 and 1 < metrics["test/ppl"] < 60
+
+
+def test_its_report_says_there_is_no_paper_to_judge():
+    """A table with no paper's numbers and no claims (transformer_nmt) says so where a paper's
+    table shows its claims, and its cells end without "then the paper's number"."""
+    from lit_structattn.reproduce.report import render
+    from lit_structattn.reproduce.tables import TABLES
+
+    table = TABLES["transformer_nmt"]
+    run = {"metrics": {"test/bleu": 30.0, "test/sparsity": 50.0, "train/step_ms": 400.0},
+           "wall_seconds": 60.0, "seed": 0}
+    report = render(table, "cpu", range(1), {row.name: [run] for row in table.rows})
+    assert "**Claims:** none: this table compares this library's own rows" in report
+    assert "the paper's number" not in report
+    assert "| entmax15 | 30.0 | — | — | — | 50.0 | 400.0 | 1 |" in report
