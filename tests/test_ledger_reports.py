@@ -98,3 +98,23 @@ def test_a_verdict_that_changes_without_its_ledger_is_refused(tmp_path):
     result.write_text(json.dumps({**json.loads(result.read_text()), "wall_seconds": 1.0}))
     write_ledger_reports(ledger, tmp_path / "third")
     assert json.loads(record_file.read_text())["ledger"] != record["ledger"]
+
+
+def test_the_digest_covers_the_runs_a_report_reads_in_other_folders(tmp_path):
+    """A report's verdicts read the runs it shares with another table (``same_run_as``) and the
+    tables its claims cite (``see``): a result filed there changes its digest too."""
+    ledger = tmp_path / "results"
+    for name in ("sparse_constrained_nmt", "sparse_constrained_nmt_13_epochs",
+                 "easy_first_ablation", "easy_first_ner"):
+        shutil.copytree(LEDGER / name, ledger / name)
+    write_ledger_reports(ledger, tmp_path / "first")
+
+    def digest(name):
+        return json.loads((ledger / name / "cpu" / VERDICTS_FILE).read_text())["ledger"]
+
+    before = {name: digest(name) for name in ("sparse_constrained_nmt", "easy_first_ablation")}
+    for cited in (ledger / "sparse_constrained_nmt_13_epochs" / "cpu" / "softmax" / "seed0.json",
+                  ledger / "easy_first_ner" / "cpu" / "nef_crf_f__n_5__en" / "seed0.json"):
+        cited.write_text(json.dumps({**json.loads(cited.read_text()), "wall_seconds": 1.0}))
+    write_ledger_reports(ledger, tmp_path / "second")
+    assert all(digest(name) != old for name, old in before.items())

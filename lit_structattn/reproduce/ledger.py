@@ -15,9 +15,11 @@ notes.
 
 Verdict drift: :func:`write_ledger_reports` writes ``<table>/<budget>/verdicts.json`` beside
 the ledger's results, ``{"ledger": digest, "verdicts": {claim: verdict}}``, where the digest is
-the SHA-256 of the folder's results and earlier report (:func:`ledger_digest`). A verdict that
-changes while the digest stays the same changed by code or by a claim's definition, not by a
-run: :func:`write_ledger_reports` refuses it (:class:`VerdictDrift`) unless told to accept it.
+the SHA-256 of the results and earlier reports of every ledger folder the report reads: its own,
+those it shares runs with and those of the tables its claims cite (:func:`read_folders`,
+:func:`ledger_digest`). A verdict that changes while the digest stays the same changed by code
+or by a claim's definition, not by a run: :func:`write_ledger_reports` refuses it
+(:class:`VerdictDrift`) unless told to accept it.
 
 Contract: every folder is an argument; nothing here knows where a repository or its
 ``reports/`` is.
@@ -182,15 +184,26 @@ class VerdictDrift(RuntimeError):
     """Verdicts that changed while the ledger they come from did not."""
 
 
-def ledger_digest(folder: Path) -> str:
-    """The SHA-256 over the sorted ``(path relative to folder, bytes)`` of the ledger folder
-    ``<results>/<table>/<budget>``'s results (``<row>/seed*.json``) and earlier report
-    (``earlier.json`` or ``superseded.json``), each path and content preceded by its length."""
-    files = [*folder.glob("*/seed*.json"),
-             *(folder / name for name in ("earlier.json", "superseded.json"))]
+def read_folders(table: Table, budget: str, results: Path) -> list[Path]:
+    """The ledger folders that ``table``'s report at ``budget`` reads, those that exist: its
+    own ``<results>/<table>/<budget>``, the same budget's of the tables its rows share runs with
+    (``same_run_as``), and every budget's of the tables its claims cite (``see``)."""
+    names = {(table.name, budget)}
+    names |= {(row.same_run_as[0], budget) for row in table.rows if row.same_run_as}
+    names |= {(other, b) for claim in table.claims for other, _ in claim.see for b in BUDGETS}
+    return [results / name / b for name, b in sorted(names) if (results / name / b).is_dir()]
+
+
+def ledger_digest(results: Path, folders: list[Path]) -> str:
+    """The SHA-256 over the sorted ``(path relative to results, bytes)`` of the ledger
+    ``folders``' results (``<row>/seed*.json``) and earlier reports (``earlier.json`` or
+    ``superseded.json``), each path and content preceded by its length."""
+    files = [path for folder in folders
+             for path in (*folder.glob("*/seed*.json"),
+                          *(folder / name for name in ("earlier.json", "superseded.json")))]
     digest = hashlib.sha256()
-    for path in sorted(p.relative_to(folder).as_posix() for p in files if p.is_file()):
-        data = (folder / path).read_bytes()
+    for path in sorted(p.relative_to(results).as_posix() for p in files if p.is_file()):
+        data = (results / path).read_bytes()
         for part in (path.encode(), data):
             digest.update(b"%d:" % len(part) + part)
     return digest.hexdigest()
@@ -221,7 +234,8 @@ def write_ledger_reports(results: Path, reports: Path, accept_verdict_changes: b
         for budget in sorted(p.name for p in (results / name).iterdir() if p.is_dir()):
             report = ledger_report(TABLES[name], budget, results)
             folder = results / name / budget
-            record = {"ledger": ledger_digest(folder),
+            record = {"ledger": ledger_digest(results, read_folders(TABLES[name], budget,
+                                                                    results)),
                       "verdicts": {v.claim.name: v.verdict for v in report.claims}}
             found[reports / ledger_report_name(name, budget)] = (report, folder, record)
     drift = [f"{folder.parent.name} ({folder.name}), {claim}: {old} -> {new}"
