@@ -84,6 +84,7 @@ bench: install  ## speed against the peers; writes reports/bench_*.md
 	$(PYTHON) -m bench.tree_transduction
 	$(PYTHON) -m bench.easy_first
 	$(PYTHON) -m bench.translation
+	$(PYTHON) -m bench.transformer
 	$(PYTHON) -m bench.joint_attention
 	$(PYTHON) -m bench.nli
 	$(PYTHON) -m bench.babi

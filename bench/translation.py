@@ -44,11 +44,11 @@ def make_task(attention: str) -> TranslationTask:
                        exhaustion_bonus=0.2 if constrained else 0.0)
 
 
-def step_times(data: TranslationDataModule, steps: int) -> dict[str, list[float]]:
-    """Seconds per training step for each transform over the same batches."""
+def step_times(data: TranslationDataModule, steps: int, tasks: dict[str, TranslationTask]
+               ) -> dict[str, list[float]]:
+    """Seconds per training step of each task over the same batches."""
     loader = iter(data.train_dataloader())
     batches = [next(loader) for _ in range(steps)]
-    tasks = {name: make_task(name) for name in TRANSFORMS}
     optimizers = {name: optimizer_of(task) for name, task in tasks.items()}
     return training_step_times(batches, {name: task.loss for name, task in tasks.items()},
                                optimizers)
@@ -81,13 +81,8 @@ def main() -> None:
     torch.manual_seed(0)
     data = TranslationDataModule(sink=True, batch_size=64)
     data.setup("fit")
-    times = step_times(data, args.steps)
-    softmax = statistics.median(times["softmax"])
-    steps_table = markdown_table(
-        ["attention", "median step (ms)", "/ softmax"],
-        [[name, f"{1e3 * statistics.median(t):.0f}", f"{statistics.median(t) / softmax:.2f}x"]
-         for name, t in times.items()],
-    )
+    steps_table = ratio_table("attention", step_times(
+        data, args.steps, {name: make_task(name) for name in TRANSFORMS}))
     if args.checkpoint:
         task = TranslationTask.load_from_checkpoint(args.checkpoint, map_location="cpu")
         decoder = f"the trained checkpoint `{args.checkpoint.name}`"
@@ -112,6 +107,15 @@ def main() -> None:
         )
         write_report(REPORT, "Translation: training step per attention, decoding speed",
                      command, body)
+
+
+def ratio_table(label: str, times: dict[str, list[float]]) -> str:
+    """The median step per name and its ratio to the first name's (softmax)."""
+    first = statistics.median(next(iter(times.values())))
+    return markdown_table(
+        [label, "median step (ms)", "/ softmax"],
+        [[name, f"{1e3 * statistics.median(t):.0f}", f"{statistics.median(t) / first:.2f}x"]
+         for name, t in times.items()])
 
 
 if __name__ == "__main__":
