@@ -13,9 +13,8 @@ in tau; it is at most the uncapped one, so tau lies below ``-L^(1 - alpha)``, an
 the sets found: the free coordinates (``0 < a < u``) are rescaled to carry exactly the mass the
 capped ones leave. For alpha = 1.5 the mass is piecewise quadratic: a few bisection passes find
 the sets of most rows, the closed form on the sets gives tau, and the closed form on the sets
-of that tau again until they stop changing (one or two rounds; after the first, only the rows
-whose sets changed); the rare row that does not settle is solved by sorting its 2L
-breakpoints, in float64.
+of that tau again until they stop changing (one or two rounds); the rare row that does not
+settle is solved by sorting its 2L breakpoints, in float64.
 
 Backward, on the free set F with ``s = a^(2 - alpha)`` and ``m = sum_F s g / sum_F s``:
 ``dz_i = s_i (g_i - m)`` on F (``da_F / dz = diag(s) - s s^T / sum(s)``), ``du_i = g_i - m`` on
@@ -126,61 +125,35 @@ PASSES_15 = 10  # bisection passes before the closed form, for alpha = 1.5
 SET_ROUNDS = 3  # rounds of the closed form on the sets of the previous threshold
 
 
-def settle_round(x: Tensor, u: Tensor, free: Tensor, capped: Tensor, tau: Tensor
-                 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    """One round: the exact threshold on the sets ``free``, ``capped`` and the sets it gives,
-    ``(tau [N, 1], uncapped, free, capped [N, L], moved [N])``, ``moved`` where the sets
-    changed."""
-    tau = centmax15_threshold_on(x, u, free, capped, tau)
-    uncapped, new_free, new_capped = clip(x, u, tau, 2.0)
-    moved = ((new_free - free).abs() + (new_capped - capped).abs()).sum(-1) > 0
-    return tau, uncapped, new_free, new_capped, moved
-
-
-def settle_sets(x: Tensor, u: Tensor, tau: Tensor, every_pass: bool
-                ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """``(uncapped, free, capped, changed)``: rounds of :func:`settle_round` from the sets at
-    ``tau [..., 1]`` until the sets no longer change, at most :data:`SET_ROUNDS`;
-    ``changed [...]``: the rows whose sets still changed in the last round (not settled). After
-    the first round only the rows that changed take the next one (a few, once the bisection has
-    narrowed the bracket); with ``every_pass`` False (no value read on the host, for CUDA
-    graphs) every row takes every round."""
-    shape = x.shape
-    x, u, tau = x.reshape(-1, shape[-1]), u.reshape(-1, shape[-1]), tau.reshape(-1, 1)
-    tau, uncapped, free, capped, changed = settle_round(x, u, *clip(x, u, tau, 2.0)[1:], tau)
-    for _ in range(SET_ROUNDS - 1):
-        if not every_pass:
-            tau, uncapped, free, capped, changed = settle_round(x, u, free, capped, tau)
-            continue
-        rows = changed.nonzero().squeeze(-1)
-        if not len(rows):
-            break
-        found = settle_round(x[rows], u[rows], free[rows], capped[rows], tau[rows])
-        for out, value in zip((tau, uncapped, free, capped, changed), found, strict=True):
-            out[rows] = value
-    return (uncapped.reshape(shape), free.reshape(shape), capped.reshape(shape),
-            changed.reshape(shape[:-1]))
-
-
 def centmax15_solve(x: Tensor, u: Tensor, reach: Tensor, low: Tensor, high: Tensor,
                     nonempty: Tensor, every_pass: bool | None = None
                     ) -> tuple[Tensor, Tensor, Tensor]:
-    """``(a, free, capped)`` for alpha = 1.5: :data:`PASSES_15` bisection passes, then
-    :func:`settle_sets` from the sets at the bracket's middle: settled sets are exact. A row
-    still changing after :data:`SET_ROUNDS` rounds (rare: a set changes inside the bracket, or
-    rounding at a large threshold moves a coordinate across a breakpoint), or with no free
-    coordinate and a capped mass other than 1, is solved again by sorting
+    """``(a, free, capped)`` for alpha = 1.5: :data:`PASSES_15` bisection passes, then rounds of
+    the exact threshold on the sets of the previous one (:func:`centmax15_threshold_on`, from
+    the sets at the bracket's middle) until the sets no longer change: they are then exact. A
+    row still changing after :data:`SET_ROUNDS` rounds (rare: a set changes inside the
+    bracket, or rounding at a large threshold moves a coordinate across a breakpoint), or with
+    no free coordinate and a capped mass other than 1, is solved again by sorting
     (:func:`centmax15_threshold`), in float64 down to its output. ``x``, ``u``: ``[..., L]``,
     finite; ``reach``: ``sqrt(min(u, 1))`` (see :func:`capped_mass`); ``low``, ``high``:
-    ``[..., 1]``; ``nonempty``: ``[...]``, the rows with a valid position. ``every_pass``: stop
-    the rounds once no row changes, as in :func:`~.entmax.bisect_threshold`."""
+    ``[..., 1]``; ``nonempty``: ``[...]``, the rows with a valid
+    position. ``every_pass``: stop the rounds once no row changes, as in
+    :func:`~.entmax.bisect_threshold`."""
     every_pass = checks_every_pass(x) if every_pass is None else every_pass
     low, high = bisect_threshold(lambda t: capped_mass(x, reach, t, 2.0), low, high, PASSES_15)
-    uncapped, free, capped, changed = settle_sets(x, u, (low + high) / 2, every_pass)
+    tau = (low + high) / 2
+    uncapped, free, capped = clip(x, u, tau, 2.0)
+    for _ in range(SET_ROUNDS):
+        tau = centmax15_threshold_on(x, u, free, capped, tau)
+        uncapped, new_free, new_capped = clip(x, u, tau, 2.0)
+        changed = ((new_free - free).abs() + (new_capped - capped).abs()).sum(-1)
+        free, capped = new_free, new_capped
+        if every_pass and not bool(changed.any()):
+            break
     a = rescale(uncapped, free, capped, u)
     # With no free coordinate the sets fix no threshold: the capped mass must be 1 by itself.
     stuck = (free.sum(-1) == 0) & nonempty
-    missed = changed | (stuck & ((a.sum(-1) - 1).abs() > 16 * torch.finfo(x.dtype).eps))
+    missed = (changed > 0) | (stuck & ((a.sum(-1) - 1).abs() > 16 * torch.finfo(x.dtype).eps))
     solution = a, free, capped
     if bool(missed.any()):
         x64, u64 = x[missed].double(), u[missed].double()
