@@ -183,8 +183,15 @@ def test_the_report_opens_with_its_claims_table():
         "| METEOR | — | — | — | — | untestable: no WordNet here |"]
     assert lines[8].startswith("Paper and ours: A − B") and "reproduce/claims.py" in lines[8]
     assert "Bug or budget" not in text
-    assert render(table(), "cpu", range(1), {"A": runs(0.8), "B": runs(0.4)}).splitlines()[2] == (
-        "**Claims:** this table states no claims of the paper yet.")
+    from dataclasses import replace
+
+    bare = table()  # neither claims nor the paper's numbers: no paper's table
+    assert render(bare, "cpu", range(1), {"A": runs(0.8), "B": runs(0.4)}).splitlines()[2] == (
+        "**Claims:** none: this table compares this library's own rows, with no paper's "
+        "numbers beside them.")
+    of_a_paper = replace(bare, rows=(replace(bare.rows[0], paper={KEY: 0.5}), bare.rows[1]))
+    assert render(of_a_paper, "cpu", range(1), {"A": runs(0.8), "B": runs(0.4)}
+                  ).splitlines()[2] == "**Claims:** this table states no claims of the paper yet."
 
 
 def test_bug_or_budget_lists_the_evidence_and_the_cited_verdicts():
