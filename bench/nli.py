@@ -13,22 +13,21 @@ table gives training pairs per second (from the median step) and the ratio to si
 
 from __future__ import annotations
 
-import argparse
 import statistics
 from pathlib import Path
 
-import torch
 import torch.nn.functional as F
 
 from bench.timing import (
     config_task,
     markdown_table,
     optimizer_of,
+    start_step_bench,
+    step_bench_parser,
     training_step_times,
     write_report,
 )
 from lit_structattn.datamodules.nli import NLIDataModule
-from lit_structattn.run.allocator import steady_allocator
 
 REPORT = Path(__file__).resolve().parent.parent / "reports" / "bench_nli.md"
 CANDIDATES = ("simple", "structured", "none")
@@ -67,14 +66,9 @@ def speed_table(times: dict[str, list[float]]) -> tuple[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--no-report", action="store_true", help="print only")
+    parser = step_bench_parser(__doc__, steps=30)
     args = parser.parse_args()
-    allocator = steady_allocator()
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
+    allocator = start_step_bench(args)
     table, ratio = speed_table(step_times(args.steps))
     print(table)
     if not args.no_report:

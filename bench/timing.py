@@ -5,6 +5,7 @@ in the same run."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import platform
 import time
@@ -14,6 +15,28 @@ from pathlib import Path
 import torch
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
+
+def step_bench_parser(doc: str, steps: int) -> argparse.ArgumentParser:
+    """The command line of a training-step benchmark whose module docstring is ``doc``:
+    ``--steps`` (default ``steps``), ``--threads`` (default 1) and ``--no-report``; a caller
+    adds its own options before parsing."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=steps)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--no-report", action="store_true", help="print only")
+    return parser
+
+
+def start_step_bench(args: argparse.Namespace) -> str:
+    """Set up the process for timing: the steady allocator, ``args.threads`` threads, seed 0;
+    returns the allocator's description for the report."""
+    from lit_structattn.run.allocator import steady_allocator
+
+    allocator = steady_allocator()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    return allocator
 
 
 def config_task(configs: Sequence[str], *args: str, **model: object):

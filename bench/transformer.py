@@ -13,15 +13,11 @@ these are measured side by side in one process.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
-import torch
-
-from bench.timing import config_task, write_report
+from bench.timing import config_task, start_step_bench, step_bench_parser, write_report
 from bench.translation import ratio_table, step_times
 from lit_structattn.datamodules.translation import TranslationDataModule
-from lit_structattn.run.allocator import steady_allocator
 from lit_structattn.tasks import TranslationTask
 
 REPORT = Path(__file__).resolve().parent.parent / "reports" / "bench_transformer.md"
@@ -34,14 +30,9 @@ def transformer_task(cross_attention: str) -> TranslationTask:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--no-report", action="store_true", help="print only")
+    parser = step_bench_parser(__doc__, steps=40)
     args = parser.parse_args()
-    allocator = steady_allocator()
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
+    allocator = start_step_bench(args)
     data = TranslationDataModule(batch_size=64)
     data.setup("fit")
     table = ratio_table("cross-attention", step_times(

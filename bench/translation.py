@@ -15,7 +15,6 @@ runs every sentence to the length limit (2 S + 10) and so gives a lower bound.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 from pathlib import Path
@@ -26,11 +25,12 @@ from bench.timing import (
     config_task,
     markdown_table,
     optimizer_of,
+    start_step_bench,
+    step_bench_parser,
     training_step_times,
     write_report,
 )
 from lit_structattn.datamodules.translation import TranslationDataModule
-from lit_structattn.run.allocator import steady_allocator
 from lit_structattn.tasks import TranslationTask
 
 REPORT = Path(__file__).resolve().parent.parent / "reports" / "bench_translation.md"
@@ -70,15 +70,10 @@ def decoding_speed(data: TranslationDataModule, task: TranslationTask) -> dict[s
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--threads", type=int, default=1)
+    parser = step_bench_parser(__doc__, steps=40)
     parser.add_argument("--checkpoint", type=Path, help="a trained softmax TranslationTask")
-    parser.add_argument("--no-report", action="store_true", help="print only")
     args = parser.parse_args()
-    allocator = steady_allocator()
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
+    allocator = start_step_bench(args)
     data = TranslationDataModule(sink=True, batch_size=64)
     data.setup("fit")
     steps_table = ratio_table("attention", step_times(

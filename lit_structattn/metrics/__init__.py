@@ -18,6 +18,7 @@ from lit_structattn.metrics.translation import (
     rep_score,
 )
 
-__all__ = ["AttentionSparsity", "BleuChrf", "BleuPerSetting", "CorpusScore", "DropScore", "EntityF1", "ExactMatch",
-           "F1Mult", "FirstFocusShare", "LengthToFailure", "RepScore", "TokenAccuracy",
-           "TokenPerplexity", "bleu_chrf", "drop_alignments", "drop_score", "rep_score"]
+__all__ = ["AttentionSparsity", "BleuChrf", "BleuPerSetting", "CorpusScore", "DropScore",
+           "EntityF1", "ExactMatch", "F1Mult", "FirstFocusShare", "LengthToFailure", "RepScore",
+           "TokenAccuracy", "TokenPerplexity", "bleu_chrf", "drop_alignments", "drop_score",
+           "rep_score"]
