@@ -1,6 +1,7 @@
 """The verdict rule of ``lit_structattn/reproduce/claims.py`` on constructed results: every
 verdict, the edges (SE = 0, one seed, a row not run, a metric not logged, the ``lower``
-direction, value claims, rows of an earlier report), and the claims table a report opens with."""
+direction, value claims, comparisons of row groups, rows of an earlier report), and the claims
+table a report opens with."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from lit_structattn.reproduce.report import RowSummary, claim_verdicts, render
 from lit_structattn.reproduce.tables import (
     Claim,
     Comparison,
+    GroupComparison,
     Row,
     Table,
     Untestable,
@@ -126,6 +128,53 @@ def test_lower_direction():
     assert found.won == (2, 2) and found.paper == -2.0
     found = judged(lower, {"A": runs(3.0, 3.2), "B": runs(1.0, 1.2)}, scale=1.0)
     assert found.verdict == CONTRADICTED and found.won == (0, 2)
+
+
+def grouped(pairs: int = 2) -> Claim:
+    """Group a (rows A1, A2, ...) above group b (B1, B2, ...), paired by number."""
+    return Claim("a over b", GroupComparison(
+        ("a", "b"), tuple((f"A{k}", f"B{k}") for k in range(1, pairs + 1)), KEY, "higher", 5.0))
+
+
+def test_groups_compare_the_mean_over_paired_rows():
+    """d: the mean of the pairs' differences; SE: the rows' squared errors summed, rooted,
+    over the number of pairs; a seed won when its summed difference is in the direction."""
+    results = {"A1": runs(0.8, 0.9), "B1": runs(0.4, 0.5),  # 85 - 45 = 40, both seeds won
+               "A2": runs(0.1, 0.7), "B2": runs(0.6, 0.6)}  # 40 - 60 = -20: seed 0 lost
+    found = judged(grouped(), results)
+    assert found.ours == pytest.approx(10.0)
+    assert found.se == pytest.approx(math.sqrt(50 / 2 + 50 / 2 + 1800 / 2 + 0) / 2)
+    assert (found.won, found.paper, found.verdict) == ((1, 2), 5.0, SAME_SIGN)
+    assert found.reason == "t = 0.6"
+    results["A2"] = runs(0.5, 0.7)  # 60 - 60 = 0: t = 20 / (sqrt(150) / 2)
+    found = judged(grouped(), results)
+    assert (found.ours, found.won, found.verdict) == (pytest.approx(20.0), (2, 2), REPRODUCED)
+
+
+def test_one_pair_of_groups_is_the_comparison_of_its_rows():
+    results = {"A1": runs(0.8, 0.3, 0.9), "B1": runs(0.4, 0.5, first_seed=1)}
+    by_group, by_rows = judged(grouped(1), results), judged(compare(gap=5.0), {
+        "A": results["A1"], "B": results["B1"]})
+    assert (by_group.ours, by_group.se, by_group.won, by_group.verdict, by_group.reason) == (
+        by_rows.ours, by_rows.se, by_rows.won, by_rows.verdict, by_rows.reason)
+
+
+def test_groups_leave_out_a_pair_without_the_metric_and_count_seeds_run_for_all():
+    results = {"A1": runs(0.8, 0.9, 0.7), "B1": runs(0.4, 0.5, 0.1),
+               "A2": runs(0.5, 0.7), "B2": runs(0.6, 0.6)}
+    found = judged(grouped(), results)
+    assert found.won == (2, 2)  # seed 2 was not run for A2 and B2
+    neither = {**results, "A3": runs(0.1, key=OTHER), "B3": runs(0.2, key=OTHER)}
+    left_out, two_pairs = judged(grouped(3), neither), judged(grouped(2), results)
+    assert (left_out.ours, left_out.se, left_out.won, left_out.reason) == (
+        two_pairs.ours, two_pairs.se, two_pairs.won, two_pairs.reason)
+    one = {**results, "A3": runs(0.1, 0.2), "B3": runs(0.2, key=OTHER)}
+    assert judged(grouped(3), one).reason == "B3 recorded no score"
+    assert judged(grouped(3), {**results, "A3": runs(0.1, 0.2)}).reason == "B3 not run"
+    assert judged(grouped(1), {"A1": runs(0.1, key=OTHER), "B1": runs(0.2, key=OTHER)}
+                  ).reason == "A1 recorded no score"
+    single = judged(grouped(), {**results, "B2": runs(0.6)})
+    assert (single.verdict, single.reason) == (UNTESTABLE, "one seed of B2: no spread")
 
 
 def test_value_claims():

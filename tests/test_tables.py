@@ -13,6 +13,7 @@ from lit_structattn.reproduce.tables import (
     TABLE_FILES,
     TABLES,
     Comparison,
+    GroupComparison,
     TableFileError,
     Untestable,
     Value,
@@ -196,10 +197,16 @@ def _claims(*changes: dict):
      "table 'mine', claim 'x', direction: the paper's gap A - B is -3, which is not higher"),
     (_claims({"tolerance": 1.0}), "table 'mine', claim 'x', tolerance: not a key of a claim "
                                   "with compare"),
-    (_claims({"row": "a"}), "table 'mine', claim 'x': give exactly one of compare, row, "
-                            "untestable (given: compare, row)"),
-    (_claims({"compare": None}), "table 'mine', claim 'x': give exactly one of compare, row, "
-                                 "untestable"),
+    (_claims({"row": "a"}), "table 'mine', claim 'x': give exactly one of compare, "
+                            "compare_groups, row, untestable (given: compare, row)"),
+    (_claims({"compare": None}), "table 'mine', claim 'x': give exactly one of compare, "
+                                 "compare_groups, row, untestable"),
+    (_claims({"compare": None, "compare_groups": ["a", "b"]}),
+     "table 'mine', claim 'x', compare_groups: 'a' is no row group; groups: "),
+    (_claims({"compare": None, "compare_groups": ["g", "g"]}),
+     "table 'mine', claim 'x', compare_groups: a group compared with itself ('g')"),
+    (_claims({"compare": None, "compare_groups": ["a"]}),
+     "table 'mine', claim 'x', compare_groups: expected tuple[str, str]"),
     (_claims({"compare": None, "direction": None, "row": "b", "tolerance": 1.0}),
      "table 'mine', claim 'x', value: not given, and row 'b' has no paper number for "
      "test/ltf_d2"),
@@ -319,6 +326,59 @@ def test_claims_read_from_yaml(tmp_path):
     assert claims[3].states == Value("b", "test/ltf_d2", 40.0, 0.0)
     assert claims[4].states == Untestable("no WordNet: here") and claims[4].source is None
     assert load_tables(tmp_path)["other"].claims[0].see == ()
+
+
+def grouped_table(*groups: str, printed: dict | None = None) -> dict:
+    """``valid_table()`` with one row per group in ``groups``, in order (names ``r1``,
+    ``r2``, ...), each with the paper's number 10 times its position, none testing another."""
+    spec = valid_table()
+    configs = spec["rows"][0]["configs"]
+    spec["rows"] = [{"name": f"r{k}", "configs": configs, "group": group,
+                     "paper": {"test/ltf_d2": 10.0 * k}}
+                    for k, group in enumerate(groups, start=1)]
+    if printed:
+        spec["printed_averages"] = printed
+    return spec
+
+
+def test_group_claims_pair_rows_in_the_table_order(tmp_path):
+    """A comparison of row groups pairs the k-th row of each; the paper's gap is that of its
+    printed averages, else of its rows' numbers, else given or none."""
+    spec = grouped_table("x", "y", "x", "y", "z", printed={"x": {"test/ltf_d2": 50.0},
+                                                           "y": {"test/ltf_d2": 20.0}})
+    claim = {"name": "x above y", "compare_groups": ["x", "y"], "metric": "test/ltf_d2",
+             "direction": "higher"}
+    spec["claims"] = [claim, {**claim, "name": "y below x", "compare_groups": ["y", "x"],
+                              "direction": "lower"}]
+    write(tmp_path, "mine.yaml", {"mine": spec})
+    first, second = load_tables(tmp_path)["mine"].claims
+    assert first.states == GroupComparison(("x", "y"), (("r1", "r2"), ("r3", "r4")),
+                                           "test/ltf_d2", "higher", 30.0)
+    assert second.states.pairs == (("r2", "r1"), ("r4", "r3"))
+    assert second.states.paper_gap == -30.0
+    del spec["printed_averages"]
+    spec["claims"] = [{**claim, "name": "y above x", "compare_groups": ["y", "x"]}]
+    write(tmp_path, "mine.yaml", {"mine": spec})
+    assert load_tables(tmp_path)["mine"].claims[0].states.paper_gap == 10.0  # 30 - 20
+    del spec["rows"][3]["paper"]
+    write(tmp_path, "mine.yaml", {"mine": spec})
+    assert load_tables(tmp_path)["mine"].claims[0].states.paper_gap is None
+
+
+@pytest.mark.parametrize(("groups", "message"), [
+    (["x", "z"], "compare_groups: 'x' has 2 rows and 'z' 1; rows are paired in the table's "
+                 "order"),
+    (["x", "w"], "compare_groups: 'w' is no row group; groups: x, y, z"),
+    (["x", "y"], "direction: the paper's gap A - B is -10, which is not higher"),
+])
+def test_a_bad_group_claim_is_refused(tmp_path, groups, message):
+    spec = grouped_table("x", "y", "x", "y", "z")
+    spec["claims"] = [{"name": "c", "compare_groups": groups, "metric": "test/ltf_d2",
+                       "direction": "higher"}]
+    write(tmp_path, "mine.yaml", {"mine": spec})
+    with pytest.raises(TableFileError) as error:
+        load_tables(tmp_path)
+    assert str(error.value).endswith(f"table 'mine', claim 'c', {message}")
 
 
 @pytest.mark.parametrize(("see", "message"), [

@@ -17,6 +17,13 @@ have s*(A_seed - B_seed) > 0, "k of n".
 - reversed within spread: -2 < t <= 0
 - contradicted: t <= -2
 
+For a comparison of row groups (``compare_groups``), the k-th row of group A against the
+k-th of group B, over the m pairs of rows that recorded the metric (a pair where neither did,
+e.g. a task without the metric, is left out): d = mean over pairs of (mean(A_k) - mean(B_k)),
+SE = sqrt(sum_k sd_Ak^2/n_Ak + sd_Bk^2/n_Bk) / m, the same rule on t; seeds won among the seeds
+run for every row of the pairs, a seed won when its mean over the pairs is in the paper's
+direction. With one pair this is the comparison of two rows.
+
 For a value: d = mean - value, SE = sd/sqrt(n); reproduced when |d| <= tolerance + 2*SE,
 contradicted otherwise; "seeds won" = seeds within `tolerance` of the value; untestable as
 above (fewer than 2 seeds, or not run).
@@ -39,7 +46,7 @@ import statistics
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from .tables import Claim, Comparison, Table, Untestable, Value
+from .tables import Claim, Comparison, GroupComparison, Table, Untestable, Value
 
 REPRODUCED = "reproduced"
 SAME_SIGN = "same sign within spread"
@@ -77,7 +84,12 @@ class Verdict:
     reason: str
 
 
-#: ``(row, metric key)`` -> that row's sample of the metric, or why there is none
+class Unlogged(str):
+    """Why a row that was run has no sample of a metric: none of its runs logged it."""
+
+
+#: ``(row, metric key)`` -> that row's sample of the metric, or why there is none (an
+#: :class:`Unlogged` reason when the row was run)
 SampleOf = Callable[[str, str], "Sample | str"]
 
 
@@ -107,7 +119,7 @@ def verdicts(table: Table, results: Mapping[str, list[dict]],
             found = row_sample(table, results[row], key)
         else:
             return f"{row} not run"
-        return f"{row} recorded no {labels[key]}" if found is None else found
+        return Unlogged(f"{row} recorded no {labels[key]}") if found is None else found
 
     return tuple(judge(claim, sample_of) for claim in table.claims)
 
@@ -118,32 +130,55 @@ def judge(claim: Claim, sample_of: SampleOf) -> Verdict:
     states = claim.states
     if isinstance(states, Untestable):
         return Verdict(claim, None, None, None, None, UNTESTABLE, states.reason)
-    if isinstance(states, Comparison):
-        return _comparison(claim, states, *(sample_of(row, states.metric) for row in states.rows))
-    return _value(claim, states, sample_of(states.row, states.metric))
+    if isinstance(states, Value):
+        return _value(claim, states, sample_of(states.row, states.metric))
+    pairs = (states.rows,) if isinstance(states, Comparison) else states.pairs
+    samples = [tuple(sample_of(row, states.metric) for row in pair) for pair in pairs]
+    if isinstance(states, GroupComparison):
+        kept = [k for k, found in enumerate(samples)
+                if not all(isinstance(s, Unlogged) for s in found)]
+        if kept:  # else the first pair's reason says why
+            pairs, samples = [pairs[k] for k in kept], [samples[k] for k in kept]
+    return _comparison(claim, states, pairs, samples)
 
 
-def _comparison(claim: Claim, states: Comparison, a: Sample | str, b: Sample | str) -> Verdict:
+def _comparison(claim: Claim, states: Comparison | GroupComparison,
+                pairs: list[tuple[str, str]], samples: list[tuple[Sample | str, ...]]
+                ) -> Verdict:
+    """The verdict on a comparison of the rows ``pairs`` (A, B), whose samples are
+    ``samples``: one pair for a comparison of rows, the groups' paired rows for one of
+    groups."""
     paper = states.paper_gap
-    missing = next((s for s in (a, b) if isinstance(s, str)), None)
+    missing = next((s for found in samples for s in found if isinstance(s, str)), None)
     if missing is not None:
         return Verdict(claim, None, None, None, paper, UNTESTABLE, missing)
     sign = 1 if states.direction == "higher" else -1
-    d = a.mean - b.mean
-    won = None
-    if a.per_seed is not None and b.per_seed is not None:
-        paired = a.per_seed.keys() & b.per_seed.keys()
-        if paired:
-            won = (sum(sign * (a.per_seed[s] - b.per_seed[s]) > 0 for s in paired), len(paired))
-    one_seed = next((row for row, s in zip(states.rows, (a, b), strict=True) if s.n < 2), None)
+    d = sum(a.mean - b.mean for a, b in samples) / len(samples)
+    won = _seeds_won(samples, sign)
+    one_seed = next((row for pair, found in zip(pairs, samples, strict=True)
+                     for row, s in zip(pair, found, strict=True) if s.n < 2), None)
     if one_seed is not None:
         return Verdict(claim, d, None, won, paper, UNTESTABLE,
                        f"one seed of {one_seed}: no spread")
-    se = math.sqrt(a.variance / a.n + b.variance / b.n)
+    se = math.sqrt(sum(a.variance / a.n + b.variance / b.n for a, b in samples)) / len(samples)
     t = _ratio(sign * d, se)
     verdict = (REPRODUCED if t >= 2 else SAME_SIGN if t > 0 else REVERSED if t > -2
                else CONTRADICTED)
     return Verdict(claim, d, se, won, paper, verdict, f"t = {_shown(t)}")
+
+
+def _seeds_won(samples: list[tuple[Sample, Sample]], sign: int) -> tuple[int, int] | None:
+    """``(k, n)``: of the n seeds run for every row of ``samples``' pairs, the k whose
+    difference A - B summed over the pairs is in the direction ``sign``; None when a row has no
+    per-seed values or no seed was run for all."""
+    found = [s.per_seed for pair in samples for s in pair]
+    if any(values is None for values in found):
+        return None
+    seeds = set.intersection(*(set(values) for values in found))
+    if not seeds:
+        return None
+    return (sum(sign * sum(a.per_seed[s] - b.per_seed[s] for a, b in samples) > 0
+                for s in seeds), len(seeds))
 
 
 def _value(claim: Claim, states: Value, ours: Sample | str) -> Verdict:

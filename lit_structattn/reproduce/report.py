@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .claims import UNTESTABLE, Sample, Verdict, verdicts
-from .tables import Comparison, Row, Table, Value
+from .tables import Comparison, GroupComparison, Row, Table, Value
 
 #: the fields of a run's provenance (:mod:`.provenance`) a report prints, in its order
 PROVENANCE_FIELDS = ("finished", "commit", "torch", "lightning", "python", "threads", "device")
@@ -405,9 +405,10 @@ def _preamble(report: Report) -> list[str]:
 
 #: the verdict rule in one sentence, under every claims table
 RULE = (
-    "Paper and ours: A − B for a comparison of rows A and B, the row's mean for a value; the "
-    "verdict, by one rule (`lit_structattn/reproduce/claims.py`), takes t = our difference in "
-    "the paper's direction over its standard error across seeds (Welch) and says reproduced "
+    "Paper and ours: A − B for a comparison of rows A and B (of row groups: its mean over the "
+    "groups' paired rows, e.g. one task each), the row's mean for a value; the verdict, by one "
+    "rule (`lit_structattn/reproduce/claims.py`), takes t = our difference in the paper's "
+    "direction over its standard error across seeds (Welch) and says reproduced "
     "for t ≥ 2, same sign within spread for 0 < t < 2, reversed within spread for −2 < t ≤ 0 "
     "and contradicted for t ≤ −2 (a value: reproduced when within its tolerance plus 2 SE), "
     "and untestable where the claim says so, or a row was not run or has fewer than 2 seeds.")
@@ -432,7 +433,8 @@ def _paper_cell(found: Verdict) -> str:
 
 
 def _ours_cell(found: Verdict) -> str:
-    return _number(found.ours, "+.1f" if isinstance(found.claim.states, Comparison) else ".1f")
+    signed = isinstance(found.claim.states, Comparison | GroupComparison)
+    return _number(found.ours, "+.1f" if signed else ".1f")
 
 
 def _number(value: float | None, form: str) -> str:

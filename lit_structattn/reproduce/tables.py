@@ -22,6 +22,7 @@ anchors its tables share (``&note``, ``*note``, ``<<: *budgets``). A table::
     select_top: {test/facts: 10}  # optional, with select_by: a metric's mean over the N best
     claims:                    # optional: the paper's claims, each judged by reproduce/claims.py
       - {name: ..., compare: [row A, row B], metric: key, direction: higher}  # paper_gap: optional
+      - {name: ..., compare_groups: [group A, group B], metric: key, direction: higher}  # idem
       - {name: ..., row: row, metric: key, tolerance: 5.0}                    # value: optional
       - {name: ..., untestable: why this set-up cannot test it}
       # each may have source: ..., evidence: [markdown sentence, ...], see: [[table, claim]]
@@ -43,6 +44,7 @@ from __future__ import annotations
 import copy
 import functools
 import re
+import statistics
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
@@ -90,6 +92,20 @@ class Comparison:
 
 
 @dataclass(frozen=True)
+class GroupComparison:
+    """The paper's row group ``groups[0]`` (A) above or below its group ``groups[1]`` (B) on
+    ``metric``, on average over the groups' rows: ``pairs`` pairs the k-th row of A with the
+    k-th row of B (e.g. one task under two models). ``paper_gap``: the paper's A - B, its
+    printed averages' difference, else that of its row numbers (None when some are missing)."""
+
+    groups: tuple[str, str]
+    pairs: tuple[tuple[str, str], ...]
+    metric: str
+    direction: str
+    paper_gap: float | None
+
+
+@dataclass(frozen=True)
 class Value:
     """The paper's number ``value`` for ``row`` on ``metric``, which ours should match within
     ``tolerance`` (both in the report's units)."""
@@ -114,7 +130,7 @@ class Claim:
     in other tables, ``see``: ``((table, claim name), ...)``."""
 
     name: str
-    states: Comparison | Value | Untestable
+    states: Comparison | GroupComparison | Value | Untestable
     source: str | None = None
     evidence: tuple[str, ...] = ()
     see: tuple[tuple[str, str], ...] = ()
@@ -212,6 +228,7 @@ class _RowEntry:
 class _ClaimEntry:
     name: str
     compare: tuple[str, str] | None = _as_written(default=None)  # a comparison of rows [A, B]
+    compare_groups: tuple[str, str] | None = _as_written(default=None)  # of row groups [A, B]
     row: str | None = _as_written(default=None)  # a value of a row
     untestable: str | None = _as_written(default=None)  # the reason
     metric: str | None = _as_written(default=None)
@@ -226,6 +243,7 @@ class _ClaimEntry:
 
 #: the keys of each kind of claim, beside name, source, evidence and see
 _CLAIM_KEYS = {"compare": {"metric", "direction", "paper_gap"},
+               "compare_groups": {"metric", "direction", "paper_gap"},
                "row": {"metric", "value", "tolerance"}, "untestable": set()}
 
 _Entry = TypeVar("_Entry")
@@ -397,6 +415,8 @@ def _claim(spec: dict, index: int, table: Table, where: str) -> Claim:
         raise TableFileError(f"{at}, {foreign[0]}: not a key of a claim with {kind}")
     if kind == "untestable":
         states = Untestable(entry.untestable)
+    elif kind == "compare_groups":
+        states = _group_comparison(entry, table, at)
     else:
         rows = {row.name: row for row in table.rows}
         named = entry.compare if kind == "compare" else (entry.row,)
@@ -404,9 +424,7 @@ def _claim(spec: dict, index: int, table: Table, where: str) -> Claim:
             if row not in rows:
                 raise TableFileError(f"{at}, {kind}: {row!r} names no row of the table; rows: "
                                      f"{', '.join(rows)}")
-        if entry.metric not in dict(table.metrics):
-            raise TableFileError(f"{at}, metric: {entry.metric!r} is not a metric of the "
-                                 f"table; metrics: {', '.join(dict(table.metrics))}")
+        _check_metric(entry, table, at)
         papers = [rows[row].paper.get(entry.metric) for row in named]
         states = (_comparison(entry, papers, at) if kind == "compare"
                   else _value(entry, papers[0], at))
@@ -420,16 +438,59 @@ def _comparison(entry: _ClaimEntry, papers: list[float | None], at: str) -> Comp
     a, b = entry.compare
     if a == b:
         raise TableFileError(f"{at}, compare: a row compared with itself ({a!r})")
-    if entry.direction not in DIRECTIONS:
-        raise TableFileError(f"{at}, direction: expected one of {', '.join(DIRECTIONS)}, got "
-                             f"{entry.direction!r}")
     gap = entry.paper_gap
     if gap is None and None not in papers:
         gap = papers[0] - papers[1]
+    _check_direction(entry, gap, at)
+    return Comparison((a, b), entry.metric, entry.direction, gap)
+
+
+def _group_comparison(entry: _ClaimEntry, table: Table, at: str) -> GroupComparison:
+    """The comparison of row groups of ``entry``: two groups of ``table`` with as many rows,
+    paired in the table's order, on a metric of the table."""
+    groups = tuple(entry.compare_groups)
+    if groups[0] == groups[1]:
+        raise TableFileError(f"{at}, compare_groups: a group compared with itself "
+                             f"({groups[0]!r})")
+    members = {group: [row for row in table.rows if row.group == group] for group in groups}
+    known = sorted({row.group for row in table.rows if row.group})
+    for group, rows in members.items():
+        if not rows:
+            raise TableFileError(f"{at}, compare_groups: {group!r} is no row group; groups: "
+                                 f"{', '.join(known)}")
+    a, b = members.values()
+    if len(a) != len(b):
+        raise TableFileError(f"{at}, compare_groups: {groups[0]!r} has {len(a)} rows and "
+                             f"{groups[1]!r} {len(b)}; rows are paired in the table's order")
+    _check_metric(entry, table, at)
+    gap = entry.paper_gap
+    printed = [table.printed_averages.get(group, (0, {}))[1].get(entry.metric)
+               for group in groups]
+    papers = [[row.paper.get(entry.metric) for row in rows] for rows in (a, b)]
+    if gap is None and None not in printed:
+        gap = printed[0] - printed[1]
+    elif gap is None and None not in papers[0] + papers[1]:
+        gap = statistics.mean(papers[0]) - statistics.mean(papers[1])
+    _check_direction(entry, gap, at)
+    return GroupComparison(groups, tuple((x.name, y.name) for x, y in zip(a, b, strict=True)),
+                           entry.metric, entry.direction, gap)
+
+
+def _check_metric(entry: _ClaimEntry, table: Table, at: str) -> None:
+    """The claim's metric is one of the table's."""
+    if entry.metric not in dict(table.metrics):
+        raise TableFileError(f"{at}, metric: {entry.metric!r} is not a metric of the "
+                             f"table; metrics: {', '.join(dict(table.metrics))}")
+
+
+def _check_direction(entry: _ClaimEntry, gap: float | None, at: str) -> None:
+    """The claim's direction is one of :data:`DIRECTIONS` and agrees with the paper's gap."""
+    if entry.direction not in DIRECTIONS:
+        raise TableFileError(f"{at}, direction: expected one of {', '.join(DIRECTIONS)}, got "
+                             f"{entry.direction!r}")
     if gap is not None and (gap if entry.direction == "higher" else -gap) < 0:
         raise TableFileError(f"{at}, direction: the paper's gap A - B is {gap:g}, which is not "
                              f"{entry.direction}")
-    return Comparison((a, b), entry.metric, entry.direction, gap)
 
 
 def _value(entry: _ClaimEntry, paper: float | None, at: str) -> Value:
