@@ -13,7 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from lit_structattn.reproduce.ledger import VERDICTS_FILE, VerdictDrift, write_ledger_reports
+from lit_structattn.reproduce.claims import CONTRADICTED, REVERSED
+from lit_structattn.reproduce.ledger import (
+    VERDICTS_FILE,
+    VerdictDrift,
+    ledger_report,
+    write_ledger_reports,
+)
+from lit_structattn.reproduce.tables import TABLES
 
 REPORTS = Path(__file__).resolve().parents[1] / "reports"  # the repository's
 LEDGER = REPORTS / "results"
@@ -34,6 +41,20 @@ def test_committed_reports_and_verdicts_equal_what_the_ledger_writes(tmp_path):
     stale = [str(path) for path in verdicts if not (LEDGER / path).is_file()
              or (LEDGER / path).read_text() != (ledger / path).read_text()]
     assert not stale, f"verdicts.json that differ from the ledger (run `make reports`): {stale}"
+
+
+@pytest.mark.skipif(not LEDGER.is_dir(), reason="no ledger in this checkout")
+def test_every_claim_the_ledger_contradicts_or_reverses_has_its_evidence():
+    """Issue 48's rule: a committed report never leaves a contradicted or reversed claim
+    without its bug-or-budget evidence (its own ``evidence``, or the same claim judged in
+    another table, ``see``)."""
+    bare = [f"{name} ({budget.name}): {found.claim.name}: {found.verdict}"
+            for name in sorted(p.name for p in LEDGER.iterdir() if p.is_dir())
+            for budget in sorted(p for p in (LEDGER / name).iterdir() if p.is_dir())
+            for found in ledger_report(TABLES[name], budget.name, LEDGER).claims
+            if found.verdict in (CONTRADICTED, REVERSED)
+            and not (found.claim.evidence or found.claim.see)]
+    assert not bare, "claims without evidence (add `evidence:` to the claim):\n" + "\n".join(bare)
 
 
 def test_a_changed_ledger_shows(tmp_path):
