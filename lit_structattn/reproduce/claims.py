@@ -126,7 +126,8 @@ def verdicts(table: Table, results: Mapping[str, list[dict]],
 
 def judge(claim: Claim, sample_of: SampleOf) -> Verdict:
     """The verdict on ``claim``; ``sample_of(row, key)``: that row's :class:`Sample` of the
-    metric, or a string saying why there is none."""
+    metric, or a string saying why there is none (:class:`Unlogged` for a row run without it,
+    whose pair a comparison of groups leaves out when neither of its rows logged the metric)."""
     states = claim.states
     if isinstance(states, Untestable):
         return Verdict(claim, None, None, None, None, UNTESTABLE, states.reason)
