@@ -6,6 +6,7 @@ table a report opens with."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -232,8 +233,6 @@ def test_the_report_opens_with_its_claims_table():
         "| METEOR | — | — | — | — | untestable: no WordNet here |"]
     assert lines[8].startswith("Paper and ours: A − B") and "reproduce/claims.py" in lines[8]
     assert "Bug or budget" not in text
-    from dataclasses import replace
-
     bare = table()  # neither claims nor the paper's numbers: no paper's table
     assert render(bare, "cpu", range(1), {"A": runs(0.8), "B": runs(0.4)}).splitlines()[2] == (
         "**Claims:** none: this table compares this library's own rows, with no paper's "

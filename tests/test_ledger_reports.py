@@ -17,6 +17,7 @@ from lit_structattn.reproduce.claims import CONTRADICTED, REVERSED
 from lit_structattn.reproduce.ledger import (
     VERDICTS_FILE,
     VerdictDrift,
+    ledger_folders,
     ledger_report,
     write_ledger_reports,
 )
@@ -48,10 +49,9 @@ def test_every_claim_the_ledger_contradicts_or_reverses_has_its_evidence():
     """Issue 48's rule: a committed report never leaves a contradicted or reversed claim
     without its bug-or-budget evidence (its own ``evidence``, or the same claim judged in
     another table, ``see``)."""
-    bare = [f"{name} ({budget.name}): {found.claim.name}: {found.verdict}"
-            for name in sorted(p.name for p in LEDGER.iterdir() if p.is_dir())
-            for budget in sorted(p for p in (LEDGER / name).iterdir() if p.is_dir())
-            for found in ledger_report(TABLES[name], budget.name, LEDGER).claims
+    bare = [f"{name} ({budget}): {found.claim.name}: {found.verdict}"
+            for name, budget in ledger_folders(LEDGER)
+            for found in ledger_report(TABLES[name], budget, LEDGER).claims
             if found.verdict in (CONTRADICTED, REVERSED)
             and not (found.claim.evidence or found.claim.see)]
     assert not bare, "claims without evidence (add `evidence:` to the claim):\n" + "\n".join(bare)

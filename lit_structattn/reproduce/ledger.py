@@ -209,6 +209,13 @@ def ledger_digest(results: Path, folders: list[Path]) -> str:
     return digest.hexdigest()
 
 
+def ledger_folders(results: Path) -> list[tuple[str, str]]:
+    """``(table, budget)`` of every folder ``<table>/<budget>/`` of the ledger ``results``,
+    sorted."""
+    return [(name, budget) for name in sorted(p.name for p in results.iterdir() if p.is_dir())
+            for budget in sorted(p.name for p in (results / name).iterdir() if p.is_dir())]
+
+
 def ledger_report(table: Table, budget: str, results: Path) -> Report:
     """The report of ``table`` at ``budget`` from the ledger ``results`` alone (as
     ``--cached-only`` over the table's ``seeds``)."""
@@ -230,14 +237,12 @@ def write_ledger_reports(results: Path, reports: Path, accept_verdict_changes: b
     verdict differs from that of the folder's ``verdicts.json`` of the same ledger digest,
     unless ``accept_verdict_changes`` (``make reports ACCEPT_VERDICTS=1``)."""
     found = {}  # report path -> (report, ledger folder, verdicts record)
-    for name in sorted(p.name for p in results.iterdir() if p.is_dir()):
-        for budget in sorted(p.name for p in (results / name).iterdir() if p.is_dir()):
-            report = ledger_report(TABLES[name], budget, results)
-            folder = results / name / budget
-            record = {"ledger": ledger_digest(results, read_folders(TABLES[name], budget,
-                                                                    results)),
-                      "verdicts": {v.claim.name: v.verdict for v in report.claims}}
-            found[reports / ledger_report_name(name, budget)] = (report, folder, record)
+    for name, budget in ledger_folders(results):
+        report = ledger_report(TABLES[name], budget, results)
+        folder = results / name / budget
+        record = {"ledger": ledger_digest(results, read_folders(TABLES[name], budget, results)),
+                  "verdicts": {v.claim.name: v.verdict for v in report.claims}}
+        found[reports / ledger_report_name(name, budget)] = (report, folder, record)
     drift = [f"{folder.parent.name} ({folder.name}), {claim}: {old} -> {new}"
              for _, folder, record in found.values()
              for claim, old, new in _changed_verdicts(folder, record)]
