@@ -328,22 +328,26 @@ def test_claims_read_from_yaml(tmp_path):
     assert load_tables(tmp_path)["other"].claims[0].see == ()
 
 
-def grouped_table(*groups: str, printed: dict | None = None) -> dict:
-    """``valid_table()`` with one row per group in ``groups``, in order (names ``r1``,
-    ``r2``, ...), each with the paper's number 10 times its position, none testing another."""
+def grouped_table(*groups: str, items: tuple[str, ...] = (), printed: dict | None = None
+                  ) -> dict:
+    """``valid_table()`` with one row per group in ``groups``, in order, each with the paper's
+    number 10 times its position, none testing another. Row k is named "``items[k]``, group";
+    by default its item is the count of its group's rows so far ("1, x", "1, y", "2, x")."""
     spec = valid_table()
     configs = spec["rows"][0]["configs"]
-    spec["rows"] = [{"name": f"r{k}", "configs": configs, "group": group,
+    items = items or tuple(str(groups[:k + 1].count(group)) for k, group in enumerate(groups))
+    spec["rows"] = [{"name": f"{item}, {group}", "configs": configs, "group": group,
                      "paper": {"test/ltf_d2": 10.0 * k}}
-                    for k, group in enumerate(groups, start=1)]
+                    for k, (item, group) in enumerate(zip(items, groups, strict=True), start=1)]
     if printed:
         spec["printed_averages"] = printed
     return spec
 
 
-def test_group_claims_pair_rows_in_the_table_order(tmp_path):
-    """A comparison of row groups pairs the k-th row of each; the paper's gap is that of its
-    printed averages, else of its rows' numbers, else given or none."""
+def test_group_claims_pair_the_rows_of_one_item(tmp_path):
+    """A comparison of row groups pairs each row of A with B's row of the same item, in A's
+    order; the paper's gap is that of its printed averages, else of its rows' numbers, else
+    given or none."""
     spec = grouped_table("x", "y", "x", "y", "z", printed={"x": {"test/ltf_d2": 50.0},
                                                            "y": {"test/ltf_d2": 20.0}})
     claim = {"name": "x above y", "compare_groups": ["x", "y"], "metric": "test/ltf_d2",
@@ -352,9 +356,9 @@ def test_group_claims_pair_rows_in_the_table_order(tmp_path):
                               "direction": "lower"}]
     write(tmp_path, "mine.yaml", {"mine": spec})
     first, second = load_tables(tmp_path)["mine"].claims
-    assert first.states == GroupComparison(("x", "y"), (("r1", "r2"), ("r3", "r4")),
+    assert first.states == GroupComparison(("x", "y"), (("1, x", "1, y"), ("2, x", "2, y")),
                                            "test/ltf_d2", "higher", 30.0)
-    assert second.states.pairs == (("r2", "r1"), ("r4", "r3"))
+    assert second.states.pairs == (("1, y", "1, x"), ("2, y", "2, x"))
     assert second.states.paper_gap == -30.0
     del spec["printed_averages"]
     spec["claims"] = [{**claim, "name": "y above x", "compare_groups": ["y", "x"]}]
@@ -365,9 +369,37 @@ def test_group_claims_pair_rows_in_the_table_order(tmp_path):
     assert load_tables(tmp_path)["mine"].claims[0].states.paper_gap is None
 
 
+def test_group_claims_pair_by_item_not_by_order(tmp_path):
+    """Groups that list their items in different orders still pair one item's rows."""
+    spec = grouped_table("x", "x", "y", "y", items=("task 02", "task 03", "task 03", "task 02"))
+    spec["claims"] = [{"name": "c", "compare_groups": ["x", "y"], "metric": "test/ltf_d2",
+                       "direction": "lower"}]
+    write(tmp_path, "mine.yaml", {"mine": spec})
+    assert load_tables(tmp_path)["mine"].claims[0].states.pairs == (
+        ("task 02, x", "task 02, y"), ("task 03, x", "task 03, y"))
+
+
+@pytest.mark.parametrize(("groups", "items", "message"), [
+    (("x", "y", "x", "y", "z"), (), "compare_groups: the groups' rows are not the same items, "
+     "once each (a row's item is its name less its group's): 'x': '1', '2'; 'z': '1'"),
+    (("x", "y", "x", "y"), ("1", "1", "2", "3"), "compare_groups: the groups' rows are not "
+     "the same items, once each (a row's item is its name less its group's): 'x': '1', '2'; "
+     "'y': '1', '3'"),
+    (("x", "y", "x", "y"), ("1", "1", "(1)", "2"), "compare_groups: the groups' rows are "
+     "not the same items, once each (a row's item is its name less its group's): 'x': '1', "
+     "'1'; 'y': '1', '2'"),
+])
+def test_group_claims_of_other_items_are_refused(tmp_path, groups, items, message):
+    spec = grouped_table(*groups, items=items)
+    spec["claims"] = [{"name": "c", "compare_groups": [groups[0], groups[-1]],
+                       "metric": "test/ltf_d2", "direction": "lower"}]
+    write(tmp_path, "mine.yaml", {"mine": spec})
+    with pytest.raises(TableFileError) as error:
+        load_tables(tmp_path)
+    assert str(error.value).endswith(f"table 'mine', claim 'c', {message}")
+
+
 @pytest.mark.parametrize(("groups", "message"), [
-    (["x", "z"], "compare_groups: 'x' has 2 rows and 'z' 1; rows are paired in the table's "
-                 "order"),
     (["x", "w"], "compare_groups: 'w' is no row group; groups: x, y, z"),
     (["x", "y"], "direction: the paper's gap A - B is -10, which is not higher"),
 ])

@@ -17,12 +17,13 @@ have s*(A_seed - B_seed) > 0, "k of n".
 - reversed within spread: -2 < t <= 0
 - contradicted: t <= -2
 
-For a comparison of row groups (``compare_groups``), the k-th row of group A against the
-k-th of group B, over the m pairs of rows that recorded the metric (a pair where neither did,
-e.g. a task without the metric, is left out): d = mean over pairs of (mean(A_k) - mean(B_k)),
-SE = sqrt(sum_k sd_Ak^2/n_Ak + sd_Bk^2/n_Bk) / m, the same rule on t; seeds won among the seeds
-run for every row of the pairs, a seed won when its mean over the pairs is in the paper's
-direction. With one pair this is the comparison of two rows.
+For a comparison of row groups (``compare_groups``), each row A_k of group A against the row
+B_k of group B of the same item (one task under two models), over the m pairs of rows that
+recorded the metric (a pair where neither did, e.g. a task without the metric, is left out):
+d = mean over pairs of (mean(A_k) - mean(B_k)), SE = sqrt(sum_k sd_Ak^2/n_Ak + sd_Bk^2/n_Bk) / m,
+the same rule on t; seeds won among the seeds run for every row of the pairs, a seed won when
+its mean over the pairs is in the paper's direction. With one pair this is the comparison of
+two rows.
 
 For a value: d = mean - value, SE = sd/sqrt(n); reproduced when |d| <= tolerance + 2*SE,
 contradicted otherwise; "seeds won" = seeds within `tolerance` of the value; untestable as

@@ -94,8 +94,9 @@ class Comparison:
 @dataclass(frozen=True)
 class GroupComparison:
     """The paper's row group ``groups[0]`` (A) above or below its group ``groups[1]`` (B) on
-    ``metric``, on average over the groups' rows: ``pairs`` pairs the k-th row of A with the
-    k-th row of B (e.g. one task under two models). ``paper_gap``: the paper's A - B, its
+    ``metric``, on average over the groups' rows: ``pairs`` pairs each row of A with the row of
+    B of the same item (one task under two models: "task 02, MemN2N" with "task 02, Binary
+    CRF"; the item is a row's name less its group's). ``paper_gap``: the paper's A - B, its
     printed averages' difference, else that of its row numbers (None when some are missing)."""
 
     groups: tuple[str, str]
@@ -446,8 +447,8 @@ def _comparison(entry: _ClaimEntry, papers: list[float | None], at: str) -> Comp
 
 
 def _group_comparison(entry: _ClaimEntry, table: Table, at: str) -> GroupComparison:
-    """The comparison of row groups of ``entry``: two groups of ``table`` with as many rows,
-    paired in the table's order, on a metric of the table."""
+    """The comparison of row groups of ``entry``: two groups of ``table`` whose rows are the
+    same items (:func:`_item`), paired by item, on a metric of the table."""
     groups = tuple(entry.compare_groups)
     if groups[0] == groups[1]:
         raise TableFileError(f"{at}, compare_groups: a group compared with itself "
@@ -458,10 +459,15 @@ def _group_comparison(entry: _ClaimEntry, table: Table, at: str) -> GroupCompari
         if not rows:
             raise TableFileError(f"{at}, compare_groups: {group!r} is no row group; groups: "
                                  f"{', '.join(known)}")
-    a, b = members.values()
-    if len(a) != len(b):
-        raise TableFileError(f"{at}, compare_groups: {groups[0]!r} has {len(a)} rows and "
-                             f"{groups[1]!r} {len(b)}; rows are paired in the table's order")
+    items = [{_item(row): row for row in rows} for rows in members.values()]
+    if items[0].keys() != items[1].keys() or any(len(by_item) != len(rows) for by_item, rows
+                                                 in zip(items, members.values(), strict=True)):
+        listed = "; ".join(f"{group!r}: {', '.join(repr(_item(row)) for row in rows)}"
+                           for group, rows in members.items())
+        raise TableFileError(f"{at}, compare_groups: the groups' rows are not the same items, "
+                             f"once each (a row's item is its name less its group's): {listed}")
+    a = list(items[0].values())
+    b = [items[1][item] for item in items[0]]
     _check_metric(entry, table, at)
     gap = entry.paper_gap
     printed = [table.printed_averages.get(group, (0, {}))[1].get(entry.metric)
@@ -474,6 +480,12 @@ def _group_comparison(entry: _ClaimEntry, table: Table, at: str) -> GroupCompari
     _check_direction(entry, gap, at)
     return GroupComparison(groups, tuple((x.name, y.name) for x, y in zip(a, b, strict=True)),
                            entry.metric, entry.direction, gap)
+
+
+def _item(row: Row) -> str:
+    """What a row of a group is about: its name less its group's name and the punctuation
+    around it ("task 02, MemN2N" in group "MemN2N": "task 02")."""
+    return row.name.replace(row.group, "").strip(" ,;:-()")
 
 
 def _check_metric(entry: _ClaimEntry, table: Table, at: str) -> None:
