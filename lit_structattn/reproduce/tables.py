@@ -459,15 +459,7 @@ def _group_comparison(entry: _ClaimEntry, table: Table, at: str) -> GroupCompari
         if not rows:
             raise TableFileError(f"{at}, compare_groups: {group!r} is no row group; groups: "
                                  f"{', '.join(known)}")
-    items = [{_item(row): row for row in rows} for rows in members.values()]
-    if items[0].keys() != items[1].keys() or any(len(by_item) != len(rows) for by_item, rows
-                                                 in zip(items, members.values(), strict=True)):
-        listed = "; ".join(f"{group!r}: {', '.join(repr(_item(row)) for row in rows)}"
-                           for group, rows in members.items())
-        raise TableFileError(f"{at}, compare_groups: the groups' rows are not the same items, "
-                             f"once each (a row's item is its name less its group's): {listed}")
-    a = list(items[0].values())
-    b = [items[1][item] for item in items[0]]
+    a, b = _pair_by_item(members, at)
     _check_metric(entry, table, at)
     gap = entry.paper_gap
     printed = [table.printed_averages.get(group, (0, {}))[1].get(entry.metric)
@@ -480,6 +472,19 @@ def _group_comparison(entry: _ClaimEntry, table: Table, at: str) -> GroupCompari
     _check_direction(entry, gap, at)
     return GroupComparison(groups, tuple((x.name, y.name) for x, y in zip(a, b, strict=True)),
                            entry.metric, entry.direction, gap)
+
+
+def _pair_by_item(members: dict[str, list[Row]], at: str) -> tuple[list[Row], list[Row]]:
+    """The rows of two groups (``members``: group -> its rows), paired by :func:`_item`: A's
+    rows in the table's order and B's row of the same item beside each."""
+    by_item = [{_item(row): row for row in rows} for rows in members.values()]
+    if by_item[0].keys() != by_item[1].keys() or any(
+            len(items) != len(rows) for items, rows in zip(by_item, members.values(), strict=True)):
+        listed = "; ".join(f"{group!r}: {', '.join(repr(_item(row)) for row in rows)}"
+                           for group, rows in members.items())
+        raise TableFileError(f"{at}, compare_groups: the groups' rows are not the same items, "
+                             f"once each (a row's item is its name less its group's): {listed}")
+    return list(by_item[0].values()), [by_item[1][item] for item in by_item[0]]
 
 
 def _item(row: Row) -> str:
