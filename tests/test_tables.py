@@ -370,13 +370,14 @@ def test_group_claims_pair_the_rows_of_one_item(tmp_path):
 
 
 def test_group_claims_pair_by_item_not_by_order(tmp_path):
-    """Groups that list their items in different orders still pair one item's rows."""
-    spec = grouped_table("x", "x", "y", "y", items=("task 02", "task 03", "task 03", "task 02"))
+    """Groups that list their items in different orders still pair one item's rows; a group's
+    name inside an item ("x-ray" in group x) stays part of the item."""
+    spec = grouped_table("x", "x", "y", "y", items=("task 02", "x-ray", "x-ray", "task 02"))
     spec["claims"] = [{"name": "c", "compare_groups": ["x", "y"], "metric": "test/ltf_d2",
                        "direction": "lower"}]
     write(tmp_path, "mine.yaml", {"mine": spec})
     assert load_tables(tmp_path)["mine"].claims[0].states.pairs == (
-        ("task 02, x", "task 02, y"), ("task 03, x", "task 03, y"))
+        ("task 02, x", "task 02, y"), ("x-ray, x", "x-ray, y"))
 
 
 @pytest.mark.parametrize(("groups", "items", "message"), [

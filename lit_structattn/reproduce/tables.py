@@ -488,9 +488,11 @@ def _pair_by_item(members: dict[str, list[Row]], at: str) -> tuple[list[Row], li
 
 
 def _item(row: Row) -> str:
-    """What a row of a group is about: its name less its group's name and the punctuation
-    around it ("task 02, MemN2N" in group "MemN2N": "task 02")."""
-    return row.name.replace(row.group, "").strip(" ,;:-()")
+    """What a row of a group is about: its name less its group's name at its end or start and
+    the punctuation there ("task 02, MemN2N" in group "MemN2N": "task 02")."""
+    name, group = row.name, row.group
+    item = name.removesuffix(group) if name.endswith(group) else name.removeprefix(group)
+    return item.strip(" ,;:-()")
 
 
 def _check_metric(entry: _ClaimEntry, table: Table, at: str) -> None:
