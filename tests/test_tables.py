@@ -380,6 +380,19 @@ def test_group_claims_pair_by_item_not_by_order(tmp_path):
         ("task 02, x", "task 02, y"), ("x-ray, x", "x-ray, y"))
 
 
+def test_group_claims_pair_rows_named_group_first(tmp_path):
+    """A row may name its group first ("x: task 02"): the item is the rest, as when it ends."""
+    spec = grouped_table("x", "x", "y", "y", items=("task 02", "task 03", "task 03", "task 02"))
+    for row in spec["rows"]:
+        item = row["name"].removesuffix(f", {row['group']}")
+        row["name"] = f"{row['group']}: {item}"
+    spec["claims"] = [{"name": "c", "compare_groups": ["x", "y"], "metric": "test/ltf_d2",
+                       "direction": "lower"}]
+    write(tmp_path, "mine.yaml", {"mine": spec})
+    assert load_tables(tmp_path)["mine"].claims[0].states.pairs == (
+        ("x: task 02", "y: task 02"), ("x: task 03", "y: task 03"))
+
+
 @pytest.mark.parametrize(("groups", "items", "message"), [
     (("x", "y", "x", "y", "z"), (), "compare_groups: the groups' rows are not the same items, "
      "once each (a row's item is its name less its group's): 'x': '1', '2'; 'z': '1'"),
